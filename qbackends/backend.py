@@ -1,0 +1,84 @@
+"""What a plugin registers: a backend (a simulator and how to build it) and decomposition rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Where a backend's state vector lives. "kokkos" means: wherever the installed
+# lightning.kokkos build runs (OpenMP/Serial: host, CUDA: NVIDIA, HIP: AMD).
+Hardware = Literal["cpu", "nvidia", "amd", "kokkos"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A simulator a plugin adds.
+
+    Attributes:
+        provider: the provider part of ``local:<provider>/<simulator>``.
+        simulator: the simulator part.
+        device_name: the name PennyLane knows the device by (its ``pennylane.plugins`` entry point).
+        distribution: the PyPI distribution that provides the device; ``pip install`` line in errors.
+        hardware: where the state vector lives (see ``Hardware``).
+        state_copies: peak number of state vectors held during an adjoint gradient, measured;
+            the memory guard multiplies the state size by it. None: no state-vector guard
+            (e.g. tensor-network simulators).
+        dense_adjoint_observables: True when the device's adjoint method turns a Hamiltonian into a
+            dense 2^n x 2^n matrix (default.qubit), so adjoint memory grows as 4^n.
+        preference: order for ``auto`` without a calibration profile; higher wins.
+        min_auto_wires: ``auto`` chooses this backend only from this many wires on (GPU
+            backends lose to CPUs on small circuits: transfers and launches dominate).
+        description: one line for ``qbackends list``.
+        capabilities_file: (distribution, path inside it) of the device's declared capabilities
+            TOML, read without importing the device.
+        extra: the pip extra of qbackends that installs the distribution, if any.
+        create: optional factory ``create(wires, **options) -> Device`` for devices that need
+            more than ``qml.device(device_name, ...)``.
+    """
+
+    provider: str
+    simulator: str
+    device_name: str
+    distribution: str
+    hardware: Hardware = "cpu"
+    state_copies: float | None = 4.0
+    dense_adjoint_observables: bool = False
+    preference: int = 0
+    min_auto_wires: int = 0
+    description: str = ""
+    capabilities_file: tuple[str, str] | None = None
+    extra: str | None = None
+    create: Callable[..., Any] | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}/{self.simulator}"
+
+    @property
+    def device_string(self) -> str:
+        return f"local:{self.key}"
+
+    @property
+    def pip_install(self) -> str:
+        return f"pip install {self.distribution}"
+
+
+@dataclass(frozen=True)
+class RuleRegistration:
+    """A decomposition rule a plugin contributes.
+
+    Attributes:
+        operator: the PennyLane operator name the rule lowers (e.g. ``"PauliRot"``).
+        rule: a ``qml.register_resources``-decorated decomposition rule.
+        backends: backend keys (``provider/simulator``) the rule applies to; empty means all.
+        name: a short name shown by ``qbackends probe``.
+    """
+
+    operator: str
+    rule: Any
+    backends: frozenset[str] = frozenset()
+    name: str = ""
+
+    def applies_to(self, key: str) -> bool:
+        return not self.backends or key in self.backends

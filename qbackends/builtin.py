@@ -1,0 +1,62 @@
+"""The built-in ``pennylane`` provider, registered through qbackends' own entry point like any plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .backend import Backend, RuleRegistration
+from .hookspecs import hookimpl
+
+_LIGHTNING = "pennylane_lightning/{0}/{0}.toml"
+
+BACKENDS = (
+    Backend(
+        "pennylane", "lightning.gpu", "lightning.gpu", "pennylane-lightning-gpu",
+        hardware="nvidia", state_copies=4.0, preference=50, min_auto_wires=18, extra="gpu",
+        description="NVIDIA GPUs through cuQuantum (cuStateVec)",
+        capabilities_file=("pennylane-lightning-gpu", _LIGHTNING.format("lightning_gpu")),
+    ),
+    Backend(
+        "pennylane", "lightning.amdgpu", "lightning.amdgpu", "pennylane-lightning-amdgpu",
+        hardware="amd", state_copies=5.0, preference=45, min_auto_wires=18, extra="amdgpu",
+        description="AMD GPUs through Kokkos on ROCm/HIP",
+        capabilities_file=("pennylane-lightning-amdgpu", _LIGHTNING.format("lightning_amdgpu")),
+    ),
+    Backend(
+        "pennylane", "lightning.kokkos", "lightning.kokkos", "pennylane-lightning-kokkos",
+        hardware="kokkos", state_copies=5.0, preference=30,
+        description="Kokkos: OpenMP on many-core CPUs, or CUDA/HIP when built for them",
+        capabilities_file=("pennylane-lightning-kokkos", _LIGHTNING.format("lightning_kokkos")),
+    ),
+    Backend(
+        "pennylane", "lightning.qubit", "lightning.qubit", "pennylane-lightning",
+        hardware="cpu", state_copies=9.0, preference=20,
+        description="C++ state vector on the CPU (the laptop default)",
+        capabilities_file=("pennylane-lightning", _LIGHTNING.format("lightning_qubit")),
+    ),
+    Backend(
+        "pennylane", "default.qubit", "default.qubit", "pennylane",
+        hardware="cpu", state_copies=4.0, dense_adjoint_observables=True, preference=0,
+        description="PennyLane's Python reference simulator (backprop, any interface)",
+    ),
+    Backend(
+        "pennylane", "lightning.tensor", "lightning.tensor", "pennylane-lightning-tensor",
+        hardware="nvidia", state_copies=None, preference=-1, extra="tensor",
+        description="tensor networks (MPS/TN) on NVIDIA GPUs through cuTensorNet; never chosen by auto",
+        capabilities_file=("pennylane-lightning-tensor", _LIGHTNING.format("lightning_tensor")),
+    ),
+)
+
+
+@hookimpl
+def register_backends(register: Callable[[Backend], None]) -> None:
+    for backend in BACKENDS:
+        register(backend)
+
+
+@hookimpl
+def register_decompositions(register: Callable[[RuleRegistration], None]) -> None:
+    from .decompositions import builtin_rules
+
+    for rule in builtin_rules():
+        register(rule)

@@ -1,0 +1,194 @@
+"""What a backend can do on a machine: a record built from the backend's declared data and probe facts.
+
+Pure functions of (Backend, MachineFacts): testable with facts recorded on GPU machines.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any, Literal
+
+from .backend import Backend
+from .probe import MachineFacts
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+Precision = Literal["c64", "c128"]
+BYTES_PER_AMPLITUDE: dict[str, int] = {"c64": 8, "c128": 16}
+MIN_NVIDIA_COMPUTE_CAPABILITY = (7, 0)  # cuStateVec supports Volta and newer
+KOKKOS_HARDWARE = {"OpenMP": "cpu", "Serial": "cpu", "Threads": "cpu", "CUDA": "nvidia", "HIP": "amd"}
+
+
+@dataclass(frozen=True)
+class DeclaredOperations:
+    """Operations a device declares in its capabilities TOML."""
+
+    native: tuple[str, ...] = ()
+    adjoint_differentiable: tuple[str, ...] = ()
+    observables: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Whether a backend runs here, how large, and why not.
+
+    Attributes:
+        ok: the backend can run here (ignoring size).
+        reason: why not, or "" when ok.
+        fix: what to do about it.
+        hardware: where it would run, in words.
+        memory_available: bytes the backend can use for its state.
+        max_wires: the largest wire count whose adjoint working set fits (None: no state-vector limit).
+    """
+
+    backend: str
+    ok: bool
+    reason: str
+    fix: str
+    version: str | None
+    hardware: str
+    memory_available: int
+    max_wires: int | None
+    state_copies: float | None
+    operations: DeclaredOperations = field(default_factory=DeclaredOperations)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def state_bytes(wires: int, precision: str = "c128") -> int:
+    """Bytes of one state vector: 2^n amplitudes."""
+    return BYTES_PER_AMPLITUDE[precision] << wires
+
+
+def working_set_bytes(backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint") -> int:
+    """Peak bytes a value+gradient run needs on this backend."""
+    copies = backend.state_copies if backend.state_copies is not None else 0.0
+    need = int(state_bytes(wires, precision) * copies)
+    if backend.dense_adjoint_observables and diff_method == "adjoint":
+        need += 16 << (2 * wires)  # dense complex128 Hamiltonian matrix
+    return need
+
+
+def max_wires(backend: Backend, available: int, precision: str = "c128", diff_method: str | None = "adjoint") -> int | None:
+    """The largest wire count whose working set fits in ``available`` bytes."""
+    if backend.state_copies is None:
+        return None
+    wires = 0
+    while wires < 64 and working_set_bytes(backend, wires + 1, precision, diff_method) <= available:
+        wires += 1
+    return wires
+
+
+def hardware_of(backend: Backend, facts: MachineFacts) -> str:
+    if backend.hardware == "kokkos":
+        return KOKKOS_HARDWARE.get(facts.kokkos_space, "cpu")
+    return backend.hardware
+
+
+def evaluate(backend: Backend, facts: MachineFacts, precision: str = "c128", diff_method: str | None = "adjoint") -> Capabilities:
+    """The capabilities record of ``backend`` on the machine ``facts`` describes."""
+    version = facts.distributions.get(backend.distribution)
+    hardware = hardware_of(backend, facts)
+    available, where, problem, fix = _hardware_check(hardware, facts)
+    ok = True
+    reasons: list[str] = []
+    fixes: list[str] = []
+    if version is None:
+        ok = False
+        reasons.append(f"package {backend.distribution} is not installed")
+        fixes.append(f"`{backend.pip_install}`" + (f" (or `pip install 'qbackends[{backend.extra}]'`)" if backend.extra else ""))
+    if problem:
+        ok = False
+        reasons.append(problem)
+        fixes.append(fix)
+    construction_error = facts.device_errors.get(backend.device_name)
+    if construction_error and ok:
+        ok = False
+        reasons.append(f"{backend.device_name} failed at construction: {construction_error}")
+        fixes.append(construction_fix(hardware))
+    if backend.hardware == "kokkos" and facts.kokkos_space:
+        where = f"{where} (Kokkos {facts.kokkos_space})"
+    return Capabilities(
+        backend=backend.key,
+        ok=ok,
+        reason="; ".join(reasons),
+        fix="; ".join(fixes),
+        version=version,
+        hardware=where,
+        memory_available=available,
+        max_wires=max_wires(backend, available, precision, diff_method),
+        state_copies=backend.state_copies,
+        operations=declared_operations(backend) if version is not None else DeclaredOperations(),
+    )
+
+
+def _hardware_check(hardware: str, facts: MachineFacts) -> tuple[int, str, str, str]:
+    """(memory available, where, problem, fix) for the hardware a backend needs."""
+    if hardware == "nvidia":
+        usable = [g for g in facts.nvidia_gpus if _compute_capability(g.arch) >= MIN_NVIDIA_COMPUTE_CAPABILITY]
+        if not facts.nvidia_gpus:
+            return 0, "NVIDIA GPU", facts.nvidia_error or "no NVIDIA GPU found", "run on a machine with an NVIDIA GPU and its driver, or choose a CPU backend (e.g. local:pennylane/lightning.qubit)"
+        if not usable:
+            archs = ", ".join(f"{g.name} (compute {g.arch})" for g in facts.nvidia_gpus)
+            return 0, "NVIDIA GPU", f"no NVIDIA GPU with compute capability >= 7.0: {archs}", "use a Volta or newer GPU, or a CPU backend"
+        best = max(usable, key=lambda g: g.memory_free)
+        return best.memory_free, f"{len(usable)}x {best.name} (compute {best.arch})", "", ""
+    if hardware == "amd":
+        if not facts.amd_gpus:
+            return 0, "AMD GPU", facts.amd_error or "no AMD GPU found", "run on a machine with an AMD GPU and ROCm, or choose a CPU backend (e.g. local:pennylane/lightning.qubit)"
+        best = max(facts.amd_gpus, key=lambda g: g.memory_free)
+        where = f"{len(facts.amd_gpus)}x {best.name} ({best.arch})"
+        if facts.amd_error:
+            return best.memory_free, where, facts.amd_error, "install the ROCm runtime (libamdhip64) matching the driver"
+        return best.memory_free, where, "", ""
+    return facts.host_memory_available, f"CPU, {facts.cores} cores", "", ""
+
+
+def _compute_capability(arch: str) -> tuple[int, int]:
+    try:
+        major, _, minor = arch.partition(".")
+        return int(major), int(minor or 0)
+    except ValueError:
+        return (0, 0)
+
+
+def construction_fix(hardware: str) -> str:
+    if hardware == "nvidia":
+        return "update the NVIDIA driver to one that supports the CUDA runtime the package was built with, or choose a CPU backend"
+    if hardware == "amd":
+        return "match the ROCm runtime to the package's build, or choose a CPU backend"
+    return "reinstall the package for this platform"
+
+
+@functools.cache
+def declared_operations(backend: Backend) -> DeclaredOperations:
+    """Operations from the device's capabilities TOML, found through package metadata."""
+    if backend.capabilities_file is None:
+        return DeclaredOperations(source="declared in the device's code")
+    distribution, path = backend.capabilities_file
+    try:
+        file = next(f for f in metadata.distribution(distribution).files or [] if str(f) == path)
+        data = tomllib.loads(file.read_text())
+    except (StopIteration, metadata.PackageNotFoundError, OSError, tomllib.TOMLDecodeError):
+        return DeclaredOperations(source=f"{path} not found in {distribution}")
+    return parse_declared_operations(data, source=f"{distribution}:{path}")
+
+
+def parse_declared_operations(data: dict[str, Any], source: str = "") -> DeclaredOperations:
+    """Read PennyLane's device TOML (schema 3): native gates, adjoint-differentiable gates, observables."""
+    gates = data.get("operators", {}).get("gates", {})
+    observables = data.get("operators", {}).get("observables", {})
+    return DeclaredOperations(
+        native=tuple(sorted(gates)),
+        adjoint_differentiable=tuple(sorted(n for n, v in gates.items() if "differentiable" in v.get("properties", ()))),
+        observables=tuple(sorted(observables)),
+        source=source,
+    )

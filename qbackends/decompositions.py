@@ -1,0 +1,211 @@
+"""Decomposition rules attached to devices, applied with PennyLane's graph decomposition.
+
+A device from ``get_device`` lowers, before its own preprocessing:
+- operators targeted by a rule (the backend's default rules and the user's), with those rules;
+- under adjoint differentiation, operators the device declares but cannot differentiate.
+Everything else reaches the device untouched. Importing this module imports PennyLane.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pennylane as qml
+from pennylane.decomposition import DecompositionRule, gate_sets
+from pennylane.transforms.core import BoundTransform
+
+from .backend import RuleRegistration
+from .capabilities import DeclaredOperations
+from .errors import UnsupportedOptionError
+
+# ---- default rules: same result, fewer passes over the state ------------------------------
+
+_PAULI_ROTATION = {"X": qml.RX, "Y": qml.RY, "Z": qml.RZ}
+
+
+@qml.register_condition(lambda pauli_word, **_: len(pauli_word) == 1 and pauli_word in _PAULI_ROTATION)
+@qml.register_resources(lambda pauli_word, **_: {_PAULI_ROTATION[pauli_word]: 1})
+def pauli_rot_single_qubit(theta: Any, wires: Any, pauli_word: str, **_: Any) -> None:
+    """PauliRot(θ, "X") = RX(θ) (likewise Y, Z): one pass instead of H·MultiRZ·H."""
+    _PAULI_ROTATION[pauli_word](theta, wires=wires)
+
+
+@qml.register_condition(lambda pauli_word, **_: pauli_word == "ZZ")
+@qml.register_resources({qml.IsingZZ: 1})
+def pauli_rot_zz(theta: Any, wires: Any, **_: Any) -> None:
+    """PauliRot(θ, "ZZ") = IsingZZ(θ): one diagonal pass."""
+    qml.IsingZZ(theta, wires=wires)
+
+
+def builtin_rules() -> list[RuleRegistration]:
+    """The rules every backend gets unless the user opts out."""
+    return [
+        RuleRegistration("PauliRot", pauli_rot_single_qubit, name="PauliRot(X|Y|Z) -> RX|RY|RZ"),
+        RuleRegistration("PauliRot", pauli_rot_zz, name="PauliRot(ZZ) -> IsingZZ"),
+    ]
+
+
+# ---- user rules ---------------------------------------------------------------------------
+
+
+def operator_name(key: Any) -> str:
+    """``"MultiRZ"`` or ``qml.MultiRZ`` -> ``"MultiRZ"``."""
+    if isinstance(key, str):
+        name = key
+    elif isinstance(key, type) and issubclass(key, qml.operation.Operator):
+        name = key.__name__
+    else:
+        raise UnsupportedOptionError(
+            f"decompositions key {key!r} is neither an operator name nor a PennyLane operator class.",
+            'use e.g. decompositions={"MultiRZ": fn} or {qml.MultiRZ: fn}.',
+        )
+    if not hasattr(qml.ops, name) and not hasattr(qml, name):
+        raise UnsupportedOptionError(
+            f"decompositions key {name!r} is not a PennyLane operator.",
+            "use the operator's class name as PennyLane spells it, e.g. 'MultiRZ', 'CRot', 'PauliRot'.",
+        )
+    return name
+
+
+def as_rule(function: Callable[..., Any]) -> DecompositionRule:
+    """A decomposition rule from a rule or a plain ``f(*params, wires, **hyperparameters) -> ops``.
+
+    Plain functions (``qml.MultiRZ.compute_decomposition``, the old ``custom_decomps`` style)
+    declare no resources: they are used as fixed rules, and what they return is lowered further
+    only where the device needs it.
+    """
+    if isinstance(function, DecompositionRule):
+        return function
+    if not callable(function):
+        raise UnsupportedOptionError(
+            f"decompositions value {function!r} is not callable.",
+            "pass a function f(*params, wires, **hyperparameters) returning operators, or a qml.register_resources rule.",
+        )
+
+    @qml.register_resources({})
+    def rule(*params: Any, wires: Any, **hyperparameters: Any) -> None:
+        with qml.QueuingManager.stop_recording():
+            ops = function(*params, wires=wires, **hyperparameters)
+        for op in ops:
+            qml.apply(op)
+
+    rule.__name__ = getattr(function, "__qualname__", "user_rule")
+    return rule
+
+
+# ---- what a device applies ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules in force on one device.
+
+    Attributes:
+        fixed: operator name -> the user's rule (always used for that operator).
+        alternatives: operator name -> default rules (used where they apply and are cheaper).
+        declared: the device's declared operations, for lowering what adjoint cannot differentiate.
+        names: what ``qbackends probe`` shows.
+    """
+
+    fixed: Mapping[str, DecompositionRule]
+    alternatives: Mapping[str, tuple[DecompositionRule, ...]]
+    declared: DeclaredOperations
+    names: tuple[str, ...]
+
+    @property
+    def targets(self) -> frozenset[str]:
+        return frozenset(self.fixed) | frozenset(self.alternatives)
+
+    def is_empty(self) -> bool:
+        return not self.targets and not self.declared.native
+
+
+def build_ruleset(
+    registrations: Iterable[RuleRegistration],
+    backend_key: str,
+    declared: DeclaredOperations,
+    user: Mapping[Any, Callable[..., Any]] | None = None,
+    defaults: bool = True,
+) -> RuleSet:
+    """Combine the registered rules for ``backend_key`` with the user's."""
+    alternatives: dict[str, list[DecompositionRule]] = {}
+    names: list[str] = []
+    if defaults:
+        for reg in registrations:
+            if reg.applies_to(backend_key):
+                alternatives.setdefault(reg.operator, []).append(reg.rule)
+                names.append(reg.name or f"{reg.operator} -> {getattr(reg.rule, '__name__', 'rule')}")
+    fixed = {operator_name(k): as_rule(v) for k, v in (user or {}).items()}
+    names.extend(f"{op} -> {getattr(rule, '__name__', 'rule')} (user)" for op, rule in fixed.items())
+    for op in fixed:
+        alternatives.pop(op, None)
+    if declared.native and declared.adjoint_differentiable:
+        names.append(f"adjoint: lower {len(set(declared.native) - set(declared.adjoint_differentiable))} declared non-differentiable operators")
+    return RuleSet(fixed, {k: tuple(v) for k, v in alternatives.items()}, declared, tuple(names))
+
+
+def _stops(ruleset: RuleSet, adjoint: bool) -> Callable[[qml.operation.Operator], bool]:
+    targets = ruleset.targets
+    native = frozenset(ruleset.declared.native) or None
+    differentiable = frozenset(ruleset.declared.adjoint_differentiable)
+
+    def stop(op: qml.operation.Operator) -> bool:
+        if op.name in targets:
+            return False
+        if native is None:  # the device declares nothing: leave the rest to it
+            return True
+        if op.name not in native:
+            return False
+        return not adjoint or op.name in differentiable or op.num_params == 0
+
+    return stop
+
+
+@qml.transform
+def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool) -> tuple[Any, Any]:
+    """Lower the operators ``ruleset`` targets with its rules, by graph decomposition."""
+    stop = _stops(ruleset, adjoint)
+    if all(stop(op) for op in tape.operations):
+        return (tape,), _identity
+    gate_set = (set(ruleset.declared.native) or set(gate_sets.ALL_OPS)) - ruleset.targets
+    with qml.decomposition.toggle_graph_ctx(True):
+        return qml.transforms.decompose(
+            tape,
+            gate_set=gate_set,
+            stopping_condition=stop,
+            fixed_decomps=dict(ruleset.fixed) or None,
+            alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
+            strict=False,
+        )
+
+
+def _identity(results: Any) -> Any:
+    return results[0]
+
+
+# ---- attaching rules to a device ------------------------------------------------------------
+
+
+@functools.cache
+def _with_rules(device_class: type) -> type:
+    """A subclass of ``device_class`` whose preprocessing applies its ``qbackends_rules`` first."""
+
+    def preprocess_transforms(self: Any, execution_config: Any = None) -> Any:
+        pipeline = device_class.preprocess_transforms(self, execution_config)
+        adjoint = execution_config is not None and execution_config.gradient_method == "adjoint"
+        pipeline.insert(0, BoundTransform(apply_rules, kwargs={"ruleset": self.qbackends_rules, "adjoint": adjoint}))
+        return pipeline
+
+    return type(device_class.__name__, (device_class,), {"preprocess_transforms": preprocess_transforms, "__module__": device_class.__module__})
+
+
+def attach(device: Any, ruleset: RuleSet) -> Any:
+    """Make every QNode on ``device`` apply ``ruleset``; a device with no rules is left as it is."""
+    if ruleset.is_empty():
+        return device
+    device.__class__ = _with_rules(type(device))
+    device.qbackends_rules = ruleset
+    return device

@@ -1,0 +1,236 @@
+"""``get_device``: a device string in, a ready PennyLane device out.
+
+PennyLane is imported only when a device is built.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from . import capabilities, devicestring, probe
+from .backend import Backend
+from .errors import BackendUnavailableError, InsufficientMemoryError, QBackendsError, UnsupportedOptionError
+from .registry import Registry, get_registry
+
+log = logging.getLogger("qbackends")
+
+DEVICE_ENV_VARS = ("AMZN_BRAKET_DEVICE_ARN", "QBACKENDS_DEVICE")
+_construction_errors: dict[str, str] = {}  # device_name -> error, for this process
+
+
+def device_string_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """``AMZN_BRAKET_DEVICE_ARN``, then ``QBACKENDS_DEVICE``, then ``"auto"``."""
+    environ = os.environ if environ is None else environ
+    for name in DEVICE_ENV_VARS:
+        if environ.get(name):
+            return environ[name]
+    return devicestring.AUTO
+
+
+def facts_for(registry: Registry) -> probe.MachineFacts:
+    """This machine's facts for the registered backends, with construction failures seen so far."""
+    dists = tuple(b.distribution for b in registry.backends.values())
+    facts = probe.machine_facts(dists)
+    if _construction_errors:
+        facts = probe.MachineFacts(**{**facts.__dict__, "device_errors": {**facts.device_errors, **_construction_errors}})
+    return facts
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A backend chosen for a request, with its capabilities record."""
+
+    backend: Backend
+    capabilities: capabilities.Capabilities
+
+
+def candidates(spec: str | None, fallback: Sequence[str] | None, wires: int | None, registry: Registry, facts: probe.MachineFacts) -> list[Backend]:
+    """The backends to try, in order."""
+    parsed = devicestring.parse(device_string_from_env() if spec is None else spec)
+    if parsed.is_auto:
+        return auto_order(registry, facts, wires)
+    chain = [registry.lookup(parsed)]
+    for name in fallback or ():
+        backend = registry.lookup(devicestring.parse(name))
+        if backend not in chain:
+            chain.append(backend)
+    return chain
+
+
+def auto_order(registry: Registry, facts: probe.MachineFacts, wires: int | None) -> list[Backend]:
+    """Backends ``auto`` considers, best first: by preference, GPUs only from their ``min_auto_wires``."""
+    eligible = [b for b in registry.backends.values() if b.preference >= 0]
+    size = wires or 0
+    eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
+    return eligible
+
+
+def choose(
+    spec: str | None = None,
+    wires: int | None = None,
+    *,
+    fallback: Sequence[str] | None = None,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    ignore_memory: bool = False,
+    registry: Registry | None = None,
+    facts: probe.MachineFacts | None = None,
+) -> Choice:
+    """Pick the backend for a request without building anything.
+
+    Raises:
+        DeviceStringError, UnknownBackendError: for a bad or unknown string.
+        BackendUnavailableError: when no candidate runs here (each one's reason is listed).
+        InsufficientMemoryError: when the request fits on no candidate.
+    """
+    if precision not in capabilities.BYTES_PER_AMPLITUDE:
+        raise UnsupportedOptionError(
+            f"precision={precision!r} is not a precision qbackends knows; choices: c64, c128.",
+            "pass precision='c64' (half the memory) or precision='c128' (default).",
+        )
+    registry = registry or get_registry()
+    facts = facts or facts_for(registry)
+    chain = candidates(spec, fallback, wires, registry, facts)
+    refusals: list[QBackendsError] = []
+    for backend in chain:
+        caps = capabilities.evaluate(backend, facts, precision, diff_method)
+        if not caps.ok:
+            refusals.append(BackendUnavailableError(f"{backend.device_string} cannot run here: {caps.reason}.", caps.fix))
+            continue
+        if wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
+            refusals.append(memory_error(backend, caps, wires, precision, diff_method))
+            continue
+        if refusals and spec is not None and not devicestring.parse(spec).is_auto:
+            log.warning("qbackends: using %s instead of %s: %s", backend.device_string, chain[0].device_string, refusals[0].message)
+        return Choice(backend, caps)
+    if len(refusals) == 1:
+        raise refusals[0]
+    kinds = {type(r) for r in refusals}
+    error_type = kinds.pop() if len(kinds) == 1 else BackendUnavailableError
+    raise error_type(
+        "No backend can run this request: " + " | ".join(r.message for r in refusals),
+        refusals[0].fix if len(refusals) == 1 else "see each backend's reason above; `qbackends list` shows what runs here.",
+    )
+
+
+def memory_error(backend: Backend, caps: capabilities.Capabilities, wires: int, precision: str, diff_method: str | None) -> InsufficientMemoryError:
+    need = capabilities.working_set_bytes(backend, wires, precision, diff_method)
+    what = f"{wires} wires on {backend.device_string} at {precision} need {_gib(need)} "
+    if backend.dense_adjoint_observables and diff_method == "adjoint":
+        what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
+    else:
+        what += f"({backend.state_copies:g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during an adjoint gradient) "
+    fixes = [f"use at most {caps.max_wires} wires"]
+    if precision == "c128" and not backend.dense_adjoint_observables:
+        fixes.append("precision='c64' halves the memory")
+    fixes.append("use a GPU or MPI backend (lightning.gpu, lightning.kokkos with mpi=True)")
+    if backend.dense_adjoint_observables:
+        fixes.append("use diff_method='backprop' or lightning.qubit")
+    fixes.append("or pass ignore_memory=True if you know better")
+    return InsufficientMemoryError(f"{what}but {caps.hardware} has {_gib(caps.memory_available)} available.", "; ".join(fixes) + ".")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB ({n} bytes)"
+
+
+def device_class(device_name: str) -> Any:
+    """The PennyLane device class registered under ``device_name`` (a ``pennylane.plugins`` entry point)."""
+    for ep in metadata.entry_points(group="pennylane.plugins"):
+        if ep.name == device_name:
+            return ep.load()
+    raise BackendUnavailableError(
+        f"No PennyLane device named {device_name!r} is installed.", "install the package that provides it."
+    )
+
+
+def device_options(backend: Backend, factory: Callable[..., Any], precision: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``options`` against what the device accepts; map ``precision`` to its dtype."""
+    params = inspect.signature(factory).parameters
+    accepted = {n for n, p in params.items() if n not in ("self", "wires") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unknown = sorted(set(options) - accepted)
+    if unknown and not open_ended:
+        raise UnsupportedOptionError(
+            f"{backend.device_string} does not accept the option(s) {', '.join(unknown)}; "
+            f"it accepts: {', '.join(sorted(accepted)) or 'none'} (and precision).",
+            f"remove {', '.join(unknown)}, or choose a backend that supports it.",
+        )
+    result = dict(options)
+    if precision != "c128" or "c_dtype" in accepted:
+        if "c_dtype" not in accepted:
+            raise UnsupportedOptionError(
+                f"{backend.device_string} has no precision option; precision={precision!r} cannot be honoured.",
+                "drop precision, or use a lightning backend (c64 or c128).",
+            )
+        import numpy as np
+
+        result.setdefault("c_dtype", np.complex64 if precision == "c64" else np.complex128)
+    return result
+
+
+def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any]) -> Any:
+    """Construct the chosen device. A failure is recorded for this process and raised typed."""
+    import pennylane as qml
+
+    backend = choice.backend
+    factory = backend.create or device_class(backend.device_name).__init__
+    kwargs = device_options(backend, factory, precision, options)
+    try:
+        if backend.create is not None:
+            return backend.create(wires=wires, **kwargs)
+        return qml.device(backend.device_name, wires=wires, **kwargs)
+    except QBackendsError:
+        raise
+    except Exception as exc:
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        _construction_errors[backend.device_name] = message
+        raise BackendUnavailableError(
+            f"{backend.device_string} failed at construction: {message}",
+            capabilities.construction_fix(backend.hardware) + f", or pass fallback=[...] to get_device; `qbackends probe {backend.device_string}` shows the details.",
+        ) from exc
+
+
+def get_device(
+    spec: str | None = None,
+    wires: int | Sequence[Any] | None = None,
+    *,
+    fallback: Sequence[str] | None = None,
+    precision: str = "c128",
+    decompositions: Mapping[Any, Callable[..., Any]] | None = None,
+    default_decompositions: bool = True,
+    diff_method: str | None = "adjoint",
+    ignore_memory: bool = False,
+    **options: Any,
+) -> Any:
+    """A PennyLane device for a device string.
+
+    Args:
+        spec: ``local:<provider>/<simulator>``, a bare simulator name, or ``"auto"``; None reads
+            ``AMZN_BRAKET_DEVICE_ARN``, then ``QBACKENDS_DEVICE``, then uses ``"auto"``.
+        wires: number of wires, or their labels.
+        fallback: device strings to try, in order, when ``spec`` cannot run here.
+        precision: ``"c128"`` (default) or ``"c64"``.
+        decompositions: operator (class or name) -> decomposition rule or function; always used.
+        default_decompositions: False turns the backend's default rules off.
+        diff_method: the differentiation method planned, for the memory guard.
+        ignore_memory: build even when the memory guard says the request does not fit.
+        **options: device options (shots, seed, batch_obs, mpi, ...), checked against the device.
+
+    Raises:
+        QBackendsError: a typed subclass saying what is wrong and how to fix it.
+    """
+    registry = get_registry()
+    count = wires if isinstance(wires, int) or wires is None else len(wires)
+    choice = choose(spec, count, fallback=fallback, precision=precision, diff_method=diff_method, ignore_memory=ignore_memory, registry=registry)
+    device = build(choice, wires, precision, options)
+    from . import decompositions as rules
+
+    ruleset = rules.build_ruleset(registry.rules(), choice.backend.key, choice.capabilities.operations, decompositions, default_decompositions)
+    return rules.attach(device, ruleset)

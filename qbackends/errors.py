@@ -1,0 +1,48 @@
+"""Typed errors. Every message names what the user asked for, the choices, and the fix."""
+
+from __future__ import annotations
+
+
+class QBackendsError(Exception):
+    """Base of every error qbackends raises on purpose.
+
+    Attributes:
+        fix: one sentence telling the user what to do, or "" when there is nothing to do.
+    """
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        self.message = message
+        self.fix = fix
+        super().__init__(f"{message} Fix: {fix}" if fix else message)
+
+    def one_line(self) -> str:
+        """The message as one line, for the CLI."""
+        return " ".join(str(self).split())
+
+
+class DeviceStringError(QBackendsError, ValueError):
+    """A device string that is not of the form ``local:<provider>/<simulator>``."""
+
+
+class UnknownBackendError(QBackendsError, LookupError):
+    """A well-formed device string that names no registered backend."""
+
+
+class BackendUnavailableError(QBackendsError, RuntimeError):
+    """A registered backend that cannot run here (package or hardware missing, or it failed)."""
+
+
+class InsufficientMemoryError(QBackendsError, MemoryError):
+    """The requested wires do not fit in the memory the backend can use."""
+
+
+class UnsupportedOptionError(QBackendsError, TypeError):
+    """A device option the backend does not accept."""
+
+
+class PluginError(QBackendsError, RuntimeError):
+    """A plugin that failed to load, or registered something the host refused."""
+
+
+class WorkloadInputError(QBackendsError, ValueError):
+    """Bad input to a workload or job: a file, a hyperparameter, a data row."""

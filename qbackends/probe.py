@@ -1,0 +1,255 @@
+"""Facts about this machine: installed distributions, GPUs, Kokkos build, memory, cores.
+
+Each gatherer returns data and never raises. ``MachineFacts`` is plain data, so the
+capability logic can be fed facts recorded on other machines (see tests/facts/).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import mmap
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU: name, compute capability (NVIDIA) or gfx target (AMD), memory in bytes."""
+
+    name: str
+    arch: str
+    memory_free: int
+    memory_total: int
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What probing found. ``*_error`` fields say why a probe found nothing."""
+
+    host_memory_available: int
+    cores: int
+    distributions: dict[str, str] = field(default_factory=dict)
+    nvidia_gpus: tuple[GPU, ...] = ()
+    nvidia_error: str = ""
+    amd_gpus: tuple[GPU, ...] = ()
+    amd_error: str = ""
+    kokkos_space: str = ""  # "OpenMP", "Serial", "Threads", "CUDA", "HIP", or "" if not installed
+    device_errors: dict[str, str] = field(default_factory=dict)  # device_name -> construction error
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MachineFacts:
+        data = dict(data)
+        for key in ("nvidia_gpus", "amd_gpus"):
+            data[key] = tuple(GPU(**g) for g in data.get(key, ()))
+        return cls(**data)
+
+
+def distribution_version(name: str) -> str | None:
+    """The installed version of a distribution, from its metadata (nothing is imported)."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def host_memory_available(meminfo: str = "/proc/meminfo") -> int:
+    """MemAvailable in bytes (falls back to physical pages where /proc is absent)."""
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# ---- NVIDIA -----------------------------------------------------------------------------
+
+
+class _NvmlMemory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def nvidia_gpus_from_nvml(library: str = "libnvidia-ml.so.1") -> tuple[tuple[GPU, ...], str]:
+    """GPUs from the NVIDIA driver's management library, or () and why not."""
+    try:
+        nvml = ctypes.CDLL(library)
+    except OSError as exc:
+        return (), f"NVIDIA driver library {library} not found ({exc})"
+    if nvml.nvmlInit_v2() != 0:
+        return (), "NVIDIA driver library present but nvmlInit failed (driver not loaded?)"
+    try:
+        count = ctypes.c_uint()
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return (), "nvmlDeviceGetCount failed"
+        gpus = []
+        for index in range(count.value):
+            handle = ctypes.c_void_p()
+            nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle))
+            name = ctypes.create_string_buffer(96)
+            nvml.nvmlDeviceGetName(handle, name, 96)
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
+            mem = _NvmlMemory()
+            nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
+            gpus.append(GPU(name.value.decode(), f"{major.value}.{minor.value}", mem.free, mem.total))
+        return tuple(gpus), "" if gpus else "NVIDIA driver reports no GPU"
+    finally:
+        nvml.nvmlShutdown()
+
+
+NVIDIA_SMI_QUERY = ["--query-gpu=name,compute_cap,memory.free,memory.total", "--format=csv,noheader,nounits"]
+
+
+def parse_nvidia_smi(output: str) -> tuple[GPU, ...]:
+    """Parse ``nvidia-smi --query-gpu=name,compute_cap,memory.free,memory.total --format=csv,noheader,nounits``."""
+    gpus = []
+    for line in output.strip().splitlines():
+        name, cap, free, total = (part.strip() for part in line.rsplit(",", 3))
+        gpus.append(GPU(name, cap, int(free) * 2**20, int(total) * 2**20))
+    return tuple(gpus)
+
+
+def nvidia_gpus() -> tuple[tuple[GPU, ...], str]:
+    """NVIDIA GPUs from the driver library, else nvidia-smi; () and the reason when none."""
+    gpus, nvml_error = nvidia_gpus_from_nvml()
+    if gpus:
+        return gpus, ""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return (), f"no NVIDIA GPU: {nvml_error}, and nvidia-smi is not on PATH"
+    try:
+        out = subprocess.run([smi, *NVIDIA_SMI_QUERY], capture_output=True, text=True, timeout=20, check=True).stdout
+        gpus = parse_nvidia_smi(out)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return (), f"no NVIDIA GPU: {nvml_error}; nvidia-smi failed ({exc})"
+    return gpus, "" if gpus else "no NVIDIA GPU: nvidia-smi lists none"
+
+
+# ---- AMD --------------------------------------------------------------------------------
+
+
+def amd_gpus(root: str = "/") -> tuple[tuple[GPU, ...], str]:
+    """AMD GPUs from the ROCm kernel driver (/dev/kfd and its sysfs topology); () and why not."""
+    base = Path(root)
+    if not (base / "dev/kfd").exists():
+        return (), "no AMD GPU: /dev/kfd is absent (ROCm kernel driver not loaded)"
+    gpus = []
+    for node in sorted((base / "sys/class/kfd/kfd/topology/nodes").glob("*")):
+        props = _kfd_properties(node / "properties")
+        if props.get("simd_count", 0) == 0:  # CPU nodes have no SIMDs
+            continue
+        name = (node / "name").read_text().strip() if (node / "name").exists() else "AMD GPU"
+        gfx = props.get("gfx_target_version", 0)
+        arch = f"gfx{gfx // 10000}{(gfx // 100) % 100:x}{gfx % 100:x}" if gfx else "unknown"
+        total = sum(_kfd_properties(bank).get("size_in_bytes", 0) for bank in (node / "mem_banks").glob("*/properties"))
+        gpus.append(GPU(name, arch, total, total))
+    if not gpus:
+        return (), "no AMD GPU: the ROCm driver lists no GPU node"
+    if _rocm_runtime() is None:
+        return tuple(gpus), "AMD GPU present but the ROCm runtime (libamdhip64) was not found"
+    return tuple(gpus), ""
+
+
+def _kfd_properties(path: Path) -> dict[str, int]:
+    try:
+        pairs = (line.split() for line in path.read_text().splitlines())
+        return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+    except OSError:
+        return {}
+
+
+def _rocm_runtime() -> str | None:
+    for candidate in ("/opt/rocm/lib/libamdhip64.so",):
+        if Path(candidate).exists():
+            return candidate
+    return ctypes.util.find_library("amdhip64")
+
+
+# ---- Kokkos -----------------------------------------------------------------------------
+
+_KOKKOS_SPACES = (("CUDA", b"Kokkos::Cuda"), ("HIP", b"Kokkos::HIP"), ("OpenMP", b"Kokkos::OpenMP"), ("Threads", b"Kokkos::Threads"))
+
+
+def kokkos_execution_space(distribution: str = "pennylane-lightning-kokkos") -> str:
+    """The execution space the installed lightning.kokkos binary was built for.
+
+    Read from the compiled module's symbols: importing it is not needed, and asking Kokkos
+    before it is initialised aborts the process.
+    """
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:
+        return ""
+    for file in files:
+        if file.name.startswith("lightning_kokkos_ops") and file.suffix in (".so", ".pyd"):
+            return kokkos_space_of(Path(str(file.locate())))
+    return ""
+
+
+@functools.cache
+def kokkos_space_of(binary: Path) -> str:
+    try:
+        with binary.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            for space, marker in _KOKKOS_SPACES:
+                if data.find(marker) != -1:
+                    return space
+    except (OSError, ValueError):
+        return ""
+    return "Serial"
+
+
+# ---- all together -----------------------------------------------------------------------
+
+
+def gather(distributions: tuple[str, ...]) -> MachineFacts:
+    """Probe this machine for the given distributions."""
+    nvidia, nvidia_error = nvidia_gpus()
+    amd, amd_error = amd_gpus()
+    versions = {d: v for d in distributions if (v := distribution_version(d)) is not None}
+    return MachineFacts(
+        host_memory_available=host_memory_available(),
+        cores=cpu_cores(),
+        distributions=versions,
+        nvidia_gpus=nvidia,
+        nvidia_error=nvidia_error,
+        amd_gpus=amd,
+        amd_error=amd_error,
+        kokkos_space=kokkos_execution_space() if "pennylane-lightning-kokkos" in versions else "",
+    )
+
+
+@functools.cache
+def _cached(distributions: tuple[str, ...]) -> MachineFacts:
+    return gather(distributions)
+
+
+def machine_facts(distributions: tuple[str, ...]) -> MachineFacts:
+    """``gather``, cached per process (memory is read again each call: it changes)."""
+    facts = _cached(tuple(sorted(set(distributions))))
+    return MachineFacts(**{**facts.__dict__, "host_memory_available": host_memory_available()})
+
+
+def clear_cache() -> None:
+    _cached.cache_clear()

@@ -1,0 +1,187 @@
+"""The plugin manager and the registry of backends it builds.
+
+Plugins are entry points in the ``qbackends`` group, built-ins included. Each is loaded on its
+own: one that fails is recorded with its traceback and never breaks the others.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .backend import Backend, RuleRegistration
+from .devicestring import DeviceSpec
+from .errors import PluginError, UnknownBackendError
+
+ENTRY_POINT_GROUP = "qbackends"
+PLUGINS_ENV = "QBACKENDS_PLUGINS"
+BUILTIN_PLUGIN = "pennylane"
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that did not load, or whose registration the host refused."""
+
+    plugin: str
+    distribution: str
+    error: str
+    traceback: str = ""
+
+
+@dataclass
+class Registry:
+    """Backends and rules registered by the loaded plugins."""
+
+    backends: dict[str, Backend] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+    plugins: dict[str, str] = field(default_factory=dict)  # plugin name -> distribution
+    failures: list[PluginFailure] = field(default_factory=list)
+    manager: pluggy.PluginManager | None = None
+    _rules: list[RuleRegistration] | None = None
+
+    def lookup(self, spec: DeviceSpec) -> Backend:
+        """The backend a parsed device string names.
+
+        Raises:
+            UnknownBackendError: with did-you-mean, what is registered, and how to add it.
+        """
+        if spec.provider is not None:
+            backend = self.backends.get(f"{spec.provider}/{spec.simulator}")
+            if backend is not None:
+                return backend
+            providers = sorted({b.provider for b in self.backends.values()})
+            if spec.provider not in providers:
+                raise UnknownBackendError(
+                    f"Unknown provider {spec.provider!r} in {str(spec)!r}; registered providers: "
+                    f"{', '.join(providers)}.{self._failed_hint(spec.provider)}",
+                    self._did_you_mean(spec.provider, providers, "provider")
+                    or "install the plugin package that adds this provider (see `qbackends plugins`).",
+                )
+            return self._unknown_simulator(spec, [b for b in self.backends.values() if b.provider == spec.provider])
+        matches = [b for b in self.backends.values() if b.simulator == spec.simulator]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            choices = ", ".join(sorted(b.device_string for b in matches))
+            raise UnknownBackendError(
+                f"Simulator {spec.simulator!r} is offered by several providers: {choices}.",
+                "name the provider: local:<provider>/<simulator>.",
+            )
+        return self._unknown_simulator(spec, list(self.backends.values()))
+
+    def _unknown_simulator(self, spec: DeviceSpec, candidates: list[Backend]) -> Backend:
+        names = sorted(b.simulator for b in candidates)
+        known = ", ".join(sorted(b.device_string for b in candidates))
+        close = difflib.get_close_matches(spec.simulator, names, n=1, cutoff=0.6)
+        if close:
+            match = next(b for b in candidates if b.simulator == close[0])
+            fix = f"did you mean {match.device_string!r}?"
+        else:
+            fix = "pick one of those, or install the plugin package that adds it (see `qbackends plugins`)."
+        raise UnknownBackendError(
+            f"Unknown simulator {spec.simulator!r} in {str(spec)!r}; registered: {known}."
+            f"{self._failed_hint(spec.provider or '')}",
+            fix,
+        )
+
+    @staticmethod
+    def _did_you_mean(word: str, choices: Iterable[str], what: str) -> str:
+        close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+        return f"did you mean {what} {close[0]!r}?" if close else ""
+
+    def _failed_hint(self, name: str) -> str:
+        failed = [f for f in self.failures if f.plugin == name or not name]
+        if not failed:
+            return ""
+        return " Plugins that failed to load: " + "; ".join(f"{f.plugin}: {f.error}" for f in failed) + "."
+
+    def rules(self) -> list[RuleRegistration]:
+        """Decomposition rules from every plugin; collected on first use."""
+        if self._rules is None:
+            self._rules = []
+            if self.manager is not None:
+                for impl in self.manager.hook.register_decompositions.get_hookimpls():
+                    self._call_plugin(impl, self._rules.append)
+        return self._rules
+
+    def _call_plugin(self, impl: Any, register: Callable[[Any], None]) -> None:
+        try:
+            impl.function(register=register)
+        except Exception as exc:  # a broken plugin must not break the host
+            self.failures.append(
+                PluginFailure(impl.plugin_name, self.plugins.get(impl.plugin_name, "?"), _describe(exc), traceback.format_exc())
+            )
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _selected(names: str | None) -> set[str] | None:
+    if not names:
+        return None
+    return {n.strip() for n in names.split(",") if n.strip()} | {BUILTIN_PLUGIN}
+
+
+def build_registry(entry_points: Iterable[metadata.EntryPoint] | None = None, only: str | None = None) -> Registry:
+    """Load plugins and collect their backends.
+
+    Args:
+        entry_points: the entry points to load; default: the installed ``qbackends`` group.
+        only: comma-separated plugin names to load (the built-in plugin always loads);
+            default: the ``QBACKENDS_PLUGINS`` environment variable, else all.
+    """
+    if entry_points is None:
+        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    wanted = _selected(only if only is not None else os.environ.get(PLUGINS_ENV))
+    registry = Registry(manager=pluggy.PluginManager(hookspecs.PROJECT))
+    registry.manager.add_hookspecs(hookspecs)
+    for ep in sorted(entry_points, key=lambda e: (e.name != BUILTIN_PLUGIN, e.name)):
+        if wanted is not None and ep.name not in wanted:
+            continue
+        dist = ep.dist.name if ep.dist is not None else "?"
+        registry.plugins[ep.name] = dist
+        try:
+            registry.manager.register(ep.load(), name=ep.name)
+        except Exception as exc:
+            registry.failures.append(PluginFailure(ep.name, dist, _describe(exc), traceback.format_exc()))
+    for impl in registry.manager.hook.register_backends.get_hookimpls():
+        registry._call_plugin(impl, functools.partial(_add_backend, registry, impl.plugin_name))
+    return registry
+
+
+def _add_backend(registry: Registry, plugin: str, backend: Backend) -> None:
+    if not isinstance(backend, Backend):
+        raise PluginError(
+            f"Plugin {plugin!r} registered {backend!r}, not a qbackends.Backend.",
+            "call register(Backend(provider=..., simulator=..., device_name=..., distribution=...)).",
+        )
+    owner = registry.owners.get(backend.key)
+    if owner is not None:
+        raise PluginError(
+            f"Plugin {plugin!r} registered {backend.device_string!r}, which plugin {owner!r} "
+            "registered already; the first registration is kept.",
+            f"rename the simulator in plugin {plugin!r}, or uninstall one of the two plugins.",
+        )
+    registry.backends[backend.key] = backend
+    registry.owners[backend.key] = plugin
+
+
+@functools.cache
+def get_registry() -> Registry:
+    """The registry of installed plugins, built once per process."""
+    return build_registry()
+
+
+def reset_registry() -> None:
+    """Forget the cached registry (after installing a plugin, or between tests)."""
+    get_registry.cache_clear()
