@@ -120,7 +120,7 @@ class RuleSet:
         return frozenset(self.fixed) | frozenset(self.alternatives)
 
     def is_empty(self) -> bool:
-        return not self.targets and not self.declared.native
+        return not self.targets and not self.declared.adjoint_differentiable
 
 
 def build_ruleset(
@@ -148,20 +148,23 @@ def build_ruleset(
 
 
 def _stops(ruleset: RuleSet, adjoint: bool) -> Callable[[qml.operation.Operator], bool]:
+    """True for operators that reach the device as they are."""
     targets = ruleset.targets
-    native = frozenset(ruleset.declared.native) or None
+    native = _native(ruleset)
     differentiable = frozenset(ruleset.declared.adjoint_differentiable)
+    check_adjoint = adjoint and bool(differentiable)
 
     def stop(op: qml.operation.Operator) -> bool:
-        if op.name in targets:
+        if op.name in targets or op.name not in native:
             return False
-        if native is None:  # the device declares nothing: leave the rest to it
-            return True
-        if op.name not in native:
-            return False
-        return not adjoint or op.name in differentiable or op.num_params == 0
+        return not check_adjoint or op.name in differentiable or op.num_params == 0
 
     return stop
+
+
+def _native(ruleset: RuleSet) -> frozenset[str]:
+    """Declared native operators; for a device that declares none, PennyLane's own operators."""
+    return frozenset(ruleset.declared.native) or frozenset(str(name) for name in gate_sets.ALL_OPS)
 
 
 @qml.transform
@@ -170,7 +173,7 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
     stop = _stops(ruleset, adjoint)
     if all(stop(op) for op in tape.operations):
         return (tape,), _identity
-    gate_set = (set(ruleset.declared.native) or set(gate_sets.ALL_OPS)) - ruleset.targets
+    gate_set = _native(ruleset) - ruleset.targets
     with qml.decomposition.toggle_graph_ctx(True):
         return qml.transforms.decompose(
             tape,

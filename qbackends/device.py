@@ -190,7 +190,8 @@ def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any]
         raise
     except Exception as exc:
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        _construction_errors[backend.device_name] = message
+        if not options:  # the backend itself is broken here, not the user's options: skip it from now on
+            _construction_errors[backend.device_name] = message
         raise BackendUnavailableError(
             f"{backend.device_string} failed at construction: {message}",
             capabilities.construction_fix(backend.hardware) + f", or pass fallback=[...] to get_device; `qbackends probe {backend.device_string}` shows the details.",

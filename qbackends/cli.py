@@ -1,0 +1,163 @@
+"""The ``qbackends`` command. Typed errors become one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import capabilities, devicestring
+from .device import choose, facts_for
+from .errors import QBackendsError
+from .registry import get_registry
+
+EXIT_USAGE = 2
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    registry = get_registry()
+    facts = facts_for(registry)
+    records = [(b, capabilities.evaluate(b, facts, args.precision)) for b in registry.backends.values()]
+    if args.json:
+        print(json.dumps([{"device": b.device_string, "plugin": registry.owners[b.key], **c.to_json()} for b, c in records], indent=2))
+        return 0
+    rows = [
+        (b.device_string, b.provider, c.version or "no", c.hardware, c.max_wires if c.max_wires is not None else "-",
+         "yes" if c.ok else "no", c.reason)
+        for b, c in records
+    ]
+    print(_table(rows, ("backend", "provider", "installed", "hardware", "max qubits", "runs here", "reason")))
+    if registry.failures:
+        print(f"\n{len(registry.failures)} plugin(s) failed to load; see `qbackends plugins`.")
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    registry = get_registry()
+    facts = facts_for(registry)
+    spec = devicestring.parse(args.spec)
+    backend = registry.lookup(spec) if not spec.is_auto else choose(args.spec, args.wires, precision=args.precision, registry=registry).backend
+    caps = capabilities.evaluate(backend, facts, args.precision, args.diff_method)
+    need = capabilities.working_set_bytes(backend, args.wires, args.precision, args.diff_method) if args.wires else None
+    fits = None if need is None or caps.max_wires is None else args.wires <= caps.max_wires
+    from .decompositions import build_ruleset
+
+    rules = build_ruleset(registry.rules(), backend.key, caps.operations).names
+    report = {
+        **caps.to_json(),
+        "device": backend.device_string,
+        "wires": args.wires,
+        "bytes_needed": need,
+        "fits": fits,
+        "rules": list(rules),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0 if caps.ok and fits is not False else 1
+    ops = caps.operations
+    rows = [
+        ("device", backend.device_string),
+        ("runs here", "yes" if caps.ok else f"no: {caps.reason}"),
+        ("fix", caps.fix or "-"),
+        ("installed", caps.version or "no"),
+        ("hardware", caps.hardware),
+        ("memory available", f"{caps.memory_available / 2**30:.1f} GiB"),
+        ("max qubits", caps.max_wires if caps.max_wires is not None else "no state-vector limit"),
+    ]
+    if args.wires:
+        rows.append((f"{args.wires} qubits need", f"{need / 2**30:.3g} GiB: {'fits' if fits or fits is None else 'does NOT fit'}"))
+    rows += [
+        ("native operations", f"{len(ops.native)} ({ops.source})"),
+        ("adjoint cannot differentiate", ", ".join(sorted(set(ops.native) - set(ops.adjoint_differentiable))) or "-"),
+        ("decomposition rules", "; ".join(rules) or "-"),
+    ]
+    print(_table(rows, ("probe", args.spec)))
+    return 0 if caps.ok and fits is not False else 1
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    registry = get_registry()
+    loaded = [(n, d, ", ".join(sorted(k for k, o in registry.owners.items() if o == n)) or "-") for n, d in registry.plugins.items()]
+    failed = {f.plugin for f in registry.failures}
+    if args.json:
+        print(json.dumps({
+            "loaded": [{"plugin": n, "distribution": d, "backends": b} for n, d, b in loaded if n not in failed],
+            "failed": [f.__dict__ for f in registry.failures],
+        }, indent=2))
+        return 0
+    rows = [(n, d, "failed" if n in failed else "loaded", b) for n, d, b in loaded]
+    print(_table(rows, ("plugin", "distribution", "status", "backends")))
+    for failure in registry.failures:
+        print(f"\n{failure.plugin} ({failure.distribution}): {failure.error}")
+        if args.verbose:
+            print(failure.traceback)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="backends, whether they run here, and how many qubits fit")
+    p.add_argument("--precision", choices=("c64", "c128"), default="c128")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("probe", help="what one backend can do here, and the rules in force on it")
+    p.add_argument("spec", metavar="SPEC", help="device string, e.g. local:pennylane/lightning.gpu")
+    p.add_argument("--wires", type=int, default=None)
+    p.add_argument("--precision", choices=("c64", "c128"), default="c128")
+    p.add_argument("--diff-method", default="adjoint")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("plugins", help="loaded and failed plugins")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="show failed plugins' tracebacks")
+    p.set_defaults(func=cmd_plugins)
+
+    for register in _extra_commands():
+        register(sub)
+    return parser
+
+
+def _extra_commands() -> list[Callable[[Any], None]]:
+    """Sub-commands whose modules are imported only when the parser is built."""
+    from .workloads import commands as workload_commands
+
+    return [workload_commands.register]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except QBackendsError as exc:
+        print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("qbackends: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback for users; QBACKENDS_DEBUG=1 shows it
+        if os.environ.get("QBACKENDS_DEBUG"):
+            traceback.print_exc()
+        print(f"qbackends: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+              "(set QBACKENDS_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Shared fixtures: recorded machine facts, a fresh registry per test, hardware markers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qbackends import capabilities, probe, registry
+from qbackends.builtin import BACKENDS
+
+FACTS = Path(__file__).parent / "facts"
+
+
+def recorded_facts(name: str) -> probe.MachineFacts:
+    """Facts recorded on another machine (tests/facts/NAME.json)."""
+    return probe.MachineFacts.from_json(json.loads((FACTS / f"{name}.json").read_text()))
+
+
+def builtin(simulator: str):
+    return next(b for b in BACKENDS if b.simulator == simulator)
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry(monkeypatch):
+    """Every test starts from a freshly built registry and no device-selection environment."""
+    for var in ("AMZN_BRAKET_DEVICE_ARN", "QBACKENDS_DEVICE", "QBACKENDS_PLUGINS"):
+        monkeypatch.delenv(var, raising=False)
+    registry.reset_registry()
+    yield
+    registry.reset_registry()
+
+
+def _hardware_reason(kind: str) -> str:
+    """Why this machine lacks ``kind`` hardware ("" when it has it), from the real probes."""
+    if kind == "cuda":
+        gpus, reason = probe.nvidia_gpus()
+        return "" if gpus else reason
+    if kind == "rocm":
+        gpus, reason = probe.amd_gpus()
+        return "" if gpus and not reason else reason
+    raise ValueError(kind)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for mark in item.iter_markers("requires"):
+            reason = _hardware_reason(mark.args[0])
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+__all__ = ["recorded_facts", "builtin", "capabilities"]

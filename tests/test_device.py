@@ -1,0 +1,124 @@
+"""get_device with real PennyLane devices."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pennylane as qml
+import pytest
+from circuits import qaoa_qnode, random_params
+
+import qbackends
+from qbackends import get_device
+from qbackends.errors import BackendUnavailableError, InsufficientMemoryError, UnsupportedOptionError
+
+CPU_BACKENDS = ["lightning.qubit", "lightning.kokkos"]
+
+
+@pytest.mark.parametrize("name", CPU_BACKENDS)
+def test_qaoa_value_and_adjoint_gradient_match_plain_device(name):
+    params = random_params((2, 2))
+    ours = qaoa_qnode(get_device(f"local:pennylane/{name}", wires=10), nodes=10, edges=15)
+    plain = qaoa_qnode(qml.device(name, wires=10), nodes=10, edges=15)
+    assert abs(ours(params) - plain(params)) < 1e-10
+    np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(plain)(params), atol=1e-10, rtol=0)
+    assert ours.device.name == name
+
+
+def test_auto_at_20_wires_is_a_cpu_backend_here():
+    dev = get_device("auto", wires=20)
+    assert dev.name in ("lightning.kokkos", "lightning.qubit")
+
+
+def test_no_argument_reads_braket_then_qbackends_env(monkeypatch):
+    monkeypatch.setenv("QBACKENDS_DEVICE", "local:pennylane/default.qubit")
+    assert get_device(wires=2).name == "default.qubit"
+    monkeypatch.setenv("AMZN_BRAKET_DEVICE_ARN", "local:pennylane/lightning.qubit")
+    assert get_device(wires=2).name == "lightning.qubit"
+
+
+def test_forty_wires_refused_before_allocation_with_byte_counts():
+    with pytest.raises(InsufficientMemoryError) as err:
+        get_device("local:pennylane/lightning.qubit", wires=40)
+    text = str(err.value)
+    assert "40 wires on local:pennylane/lightning.qubit at c128 need" in text
+    assert f"({9 * 16 * 2**40} bytes)" in text and f"({16 * 2**40} bytes) during an adjoint gradient" in text
+    assert "precision='c64' halves the memory" in err.value.fix and "ignore_memory=True" in err.value.fix
+
+
+def test_default_qubit_adjoint_guard_knows_the_dense_matrix():
+    with pytest.raises(InsufficientMemoryError, match="dense 2\\^n x 2\\^n observable matrix"):
+        get_device("local:pennylane/default.qubit", wires=18)
+    assert get_device("local:pennylane/default.qubit", wires=18, diff_method="backprop").name == "default.qubit"
+
+
+def test_explicit_gpu_fails_with_probe_reason_on_this_cpu_machine():
+    with pytest.raises(BackendUnavailableError) as err:
+        get_device("local:pennylane/lightning.gpu", wires=4)
+    assert "local:pennylane/lightning.gpu cannot run here" in str(err.value)
+    assert "pip install pennylane-lightning-gpu" in err.value.fix
+
+
+def test_fallback_chain_builds_the_first_that_runs(caplog):
+    with caplog.at_level(logging.WARNING, logger="qbackends"):
+        dev = get_device(
+            "local:pennylane/lightning.gpu", wires=4,
+            fallback=["local:pennylane/lightning.amdgpu", "local:pennylane/lightning.kokkos", "local:pennylane/lightning.qubit"],
+        )
+    assert dev.name == "lightning.kokkos"
+    assert len(caplog.records) == 1
+    assert "using local:pennylane/lightning.kokkos instead of local:pennylane/lightning.gpu" in caplog.records[0].getMessage()
+
+
+def test_options_pass_through_and_unknown_ones_are_named():
+    dev = get_device("lightning.qubit", wires=3, batch_obs=True, seed=11)
+    assert dev.name == "lightning.qubit"
+    with pytest.raises(UnsupportedOptionError) as err:
+        get_device("lightning.qubit", wires=3, mpi=True)
+    assert "does not accept the option(s) mpi" in str(err.value)
+    assert "batch_obs" in str(err.value) and "remove mpi" in err.value.fix
+
+
+def test_precision_c64_gives_single_precision_state():
+    dev = get_device("lightning.qubit", wires=2, precision="c64")
+
+    @qml.qnode(dev)
+    def state():
+        qml.Hadamard(0)
+        return qml.state()
+
+    assert state().dtype == np.complex64
+    with pytest.raises(UnsupportedOptionError, match="default.qubit has no precision option"):
+        get_device("default.qubit", wires=2, precision="c64")
+    with pytest.raises(UnsupportedOptionError, match="precision='c32' is not a precision"):
+        get_device("lightning.qubit", wires=2, precision="c32")
+
+
+def test_shots_pass_through():
+    dev = get_device("lightning.qubit", wires=1, shots=100, seed=3)
+
+    @qml.qnode(dev)
+    def flip():
+        qml.PauliX(0)
+        return qml.sample(qml.PauliZ(0))
+
+    assert np.all(flip() == -1) and len(flip()) == 100
+
+
+def test_construction_failure_is_typed():
+    with pytest.raises(BackendUnavailableError) as err:
+        get_device("lightning.qubit", wires=2, seed="not-a-seed")
+    assert "local:pennylane/lightning.qubit failed at construction: TypeError: SeedSequence expects int" in str(err.value)
+    assert "fallback=[...]" in err.value.fix
+    # a bad option value is the user's error, not the backend's: it stays available
+    assert qbackends.choose("local:pennylane/lightning.qubit", 2).backend.simulator == "lightning.qubit"
+
+
+@pytest.fixture(autouse=True)
+def _forget_construction_errors():
+    from qbackends import device
+
+    device._construction_errors.clear()
+    yield
+    device._construction_errors.clear()
