@@ -73,12 +73,15 @@ class RuleRegistration:
         rule: a ``qml.register_resources``-decorated decomposition rule.
         backends: backend keys (``provider/simulator``) the rule applies to; empty means all.
         name: a short name shown by ``qbackends probe``.
+        example: ``example(theta, wires) -> Operator`` builds an operator the rule lowers; the
+            test matrix runs every rule on it, so a rule without an example fails the tests.
     """
 
     operator: str
     rule: Any
     backends: frozenset[str] = frozenset()
     name: str = ""
+    example: Callable[[Any, Any], Any] | None = field(default=None, compare=False)
 
     def applies_to(self, key: str) -> bool:
         return not self.backends or key in self.backends

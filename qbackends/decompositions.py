@@ -43,8 +43,14 @@ def pauli_rot_zz(theta: Any, wires: Any, **_: Any) -> None:
 def builtin_rules() -> list[RuleRegistration]:
     """The rules every backend gets unless the user opts out."""
     return [
-        RuleRegistration("PauliRot", pauli_rot_single_qubit, name="PauliRot(X|Y|Z) -> RX|RY|RZ"),
-        RuleRegistration("PauliRot", pauli_rot_zz, name="PauliRot(ZZ) -> IsingZZ"),
+        RuleRegistration(
+            "PauliRot", pauli_rot_single_qubit, name="PauliRot(X|Y|Z) -> RX|RY|RZ",
+            example=lambda theta, wires: qml.PauliRot(theta, "Y", wires=wires[:1]),
+        ),
+        RuleRegistration(
+            "PauliRot", pauli_rot_zz, name="PauliRot(ZZ) -> IsingZZ",
+            example=lambda theta, wires: qml.PauliRot(theta, "ZZ", wires=wires[:2]),
+        ),
     ]
 
 
@@ -108,12 +114,15 @@ class RuleSet:
         alternatives: operator name -> default rules (used where they apply and are cheaper).
         declared: the device's declared operations, for lowering what adjoint cannot differentiate.
         names: what ``qbackends probe`` shows.
+        preferred: gates the default rules produce; they win ties in the graph (e.g. IsingZZ over
+            a two-wire MultiRZ, both one pass) so the lowering is deterministic.
     """
 
     fixed: Mapping[str, DecompositionRule]
     alternatives: Mapping[str, tuple[DecompositionRule, ...]]
     declared: DeclaredOperations
     names: tuple[str, ...]
+    preferred: frozenset[str] = frozenset()
 
     @property
     def targets(self) -> frozenset[str]:
@@ -133,18 +142,29 @@ def build_ruleset(
     """Combine the registered rules for ``backend_key`` with the user's."""
     alternatives: dict[str, list[DecompositionRule]] = {}
     names: list[str] = []
+    preferred: set[str] = set()
     if defaults:
         for reg in registrations:
             if reg.applies_to(backend_key):
                 alternatives.setdefault(reg.operator, []).append(reg.rule)
                 names.append(reg.name or f"{reg.operator} -> {getattr(reg.rule, '__name__', 'rule')}")
+                preferred |= _outputs(reg)
     fixed = {operator_name(k): as_rule(v) for k, v in (user or {}).items()}
     names.extend(f"{op} -> {getattr(rule, '__name__', 'rule')} (user)" for op, rule in fixed.items())
     for op in fixed:
         alternatives.pop(op, None)
     if declared.native and declared.adjoint_differentiable:
         names.append(f"adjoint: lower {len(set(declared.native) - set(declared.adjoint_differentiable))} declared non-differentiable operators")
-    return RuleSet(fixed, {k: tuple(v) for k, v in alternatives.items()}, declared, tuple(names))
+    return RuleSet(fixed, {k: tuple(v) for k, v in alternatives.items()}, declared, tuple(names), frozenset(preferred))
+
+
+def _outputs(reg: RuleRegistration) -> set[str]:
+    """Names of the gates a rule produces on its example operator."""
+    if reg.example is None:
+        return set()
+    with qml.QueuingManager.stop_recording():
+        sample = reg.example(0.5, list(range(8)))
+    return {getattr(k, "name", str(k)) for k in reg.rule.compute_resources(**sample.resource_params).gate_counts}
 
 
 def _stops(ruleset: RuleSet, adjoint: bool) -> Callable[[qml.operation.Operator], bool]:
@@ -173,7 +193,8 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
     stop = _stops(ruleset, adjoint)
     if all(stop(op) for op in tape.operations):
         return (tape,), _identity
-    gate_set = _native(ruleset) - ruleset.targets
+    # Every native gate costs one pass; the default rules' outputs win ties.
+    gate_set = {name: 0.99 if name in ruleset.preferred else 1.0 for name in _native(ruleset) - ruleset.targets}
     with qml.decomposition.toggle_graph_ctx(True):
         return qml.transforms.decompose(
             tape,

@@ -1,0 +1,134 @@
+"""Every decomposition rule on every installed CPU backend: lowered, and exact against parameter-shift."""
+
+from __future__ import annotations
+
+import numpy as np
+import pennylane as qml
+import pytest
+from circuits import qaoa_qnode, random_params
+
+from qbackends import get_device, get_registry
+from qbackends.errors import UnsupportedOptionError
+
+CPU_BACKENDS = ["lightning.qubit", "lightning.kokkos", "default.qubit"]
+RULES = get_registry().rules()
+
+
+def _case(reg):
+    return f"{reg.operator}:{reg.name}"
+
+
+def test_every_rule_has_an_example():
+    missing = [_case(r) for r in RULES if r.example is None]
+    assert not missing, f"rules without an example (add one so the matrix covers them): {missing}"
+
+
+def _circuit(device, example, diff_method):
+    @qml.qnode(device, diff_method=diff_method)
+    def circuit(x):
+        for w in range(3):
+            qml.RY(x[w], wires=w)
+        qml.CNOT([0, 1])
+        example(x[3], [1, 2, 0])
+        qml.CNOT([2, 0])
+        example(x[4], [0, 1, 2])
+        return qml.expval(qml.PauliZ(0) @ qml.PauliX(1) + 0.5 * qml.PauliY(2) + 0.3 * qml.PauliZ(1))
+
+    return circuit
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+@pytest.mark.parametrize("reg", [r for r in RULES if r.example is not None], ids=_case)
+def test_rule_lowers_and_keeps_value_and_gradient(reg, backend):
+    x = random_params(5, seed=len(reg.name))
+    ours = _circuit(get_device(backend, wires=3), reg.example, "adjoint")
+    reference = _circuit(qml.device("default.qubit", wires=3), reg.example, "parameter-shift")
+
+    tape = qml.workflow.construct_batch(ours, level="device")(x)[0][0]
+    sample = reg.example(0.1, [0, 1, 2])
+    lowered = {getattr(k, "name", str(k)) for k in reg.rule.compute_resources(**sample.resource_params).gate_counts}
+    names = {op.name for op in tape.operations}
+    assert reg.operator not in names
+    assert lowered <= names, f"{lowered} not in device tape {names}"
+
+    assert abs(ours(x) - reference(x)) < 1e-8
+    np.testing.assert_allclose(qml.grad(ours)(x), qml.grad(reference)(x), atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["lightning.qubit", "lightning.kokkos"])
+def test_adjoint_lowers_declared_non_differentiable_gates(backend):
+    def crot_circuit(device, diff_method):
+        @qml.qnode(device, diff_method=diff_method)
+        def circuit(x):
+            qml.Hadamard(0)
+            qml.RY(x[0], wires=1)
+            qml.CRot(x[1], x[2], x[3], wires=[0, 1])
+            qml.Rot(x[2], x[3], x[1], wires=2)
+            qml.CNOT([1, 2])
+            return qml.expval(qml.PauliZ(1) @ qml.PauliZ(2))
+
+        return circuit
+
+    x = random_params(4, seed=3)
+    ours = crot_circuit(get_device(backend, wires=3), "adjoint")
+    reference = crot_circuit(qml.device("default.qubit", wires=3), "parameter-shift")
+    names = {op.name for op in qml.workflow.construct_batch(ours, level="device")(x)[0][0].operations}
+    assert "CRot" not in names and "Rot" not in names
+    assert abs(ours(x) - reference(x)) < 1e-8
+    np.testing.assert_allclose(qml.grad(ours)(x), qml.grad(reference)(x), atol=1e-8, rtol=0)
+
+
+def test_qaoa_mixer_costs_one_pass_per_qubit():
+    params = random_params((2, 2))
+    with_rules = qaoa_qnode(get_device("lightning.qubit", wires=8), nodes=8, edges=12)
+    without = qaoa_qnode(get_device("lightning.qubit", wires=8, default_decompositions=False), nodes=8, edges=12)
+    ops_with = qml.workflow.construct_batch(with_rules, level="device")(params)[0][0].operations
+    ops_without = qml.workflow.construct_batch(without, level="device")(params)[0][0].operations
+    # 8 initial H; per layer 12 edges and 8 mixer qubits
+    assert len(ops_with) == 8 + 2 * (12 + 8)
+    assert len(ops_without) == 8 + 2 * (12 + 3 * 8)
+    assert {op.name for op in ops_with} == {"Hadamard", "IsingZZ", "RX"}
+    assert abs(with_rules(params) - without(params)) < 1e-10
+
+
+def test_seed_custom_decomps_pattern_works_again():
+    params = random_params((2, 2))
+    dev = get_device("local:pennylane/lightning.qubit", wires=8, decompositions={"MultiRZ": qml.MultiRZ.compute_decomposition})
+    ours = qaoa_qnode(dev, nodes=8, edges=12)
+    plain = qaoa_qnode(qml.device("lightning.qubit", wires=8), nodes=8, edges=12)
+    ops = qml.workflow.construct_batch(ours, level="device")(params)[0][0].operations
+    names = [op.name for op in ops]
+    assert "MultiRZ" not in names and "IsingZZ" not in names
+    assert names.count("CNOT") == 2 * 2 * 12 and names.count("RZ") == 2 * 12
+    assert abs(ours(params) - plain(params)) < 1e-10
+    np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(plain)(params), atol=1e-10, rtol=0)
+
+
+def test_user_rule_by_class_and_registered_rule():
+    @qml.register_resources({qml.RY: 1, qml.CNOT: 2})
+    def crx_rule(phi, wires, **_):
+        qml.CNOT(wires)
+        qml.RY(-phi / 2, wires[1])
+        qml.CNOT(wires)
+
+    dev = get_device("lightning.qubit", wires=2, decompositions={qml.MultiRZ: qml.MultiRZ.compute_decomposition})
+    assert "MultiRZ -> " in "; ".join(dev.qbackends_rules.names)
+    dev2 = get_device("lightning.qubit", wires=2, decompositions={"CRY": crx_rule})
+    assert "CRY" in dev2.qbackends_rules.fixed
+
+
+def test_plain_qml_device_custom_decomps_is_gone_in_this_pennylane():
+    with pytest.raises(TypeError, match="custom_decomps"):
+        qml.device("lightning.qubit", wires=2, custom_decomps={"MultiRZ": qml.MultiRZ.compute_decomposition})
+
+
+def test_bad_decomposition_keys_and_values_are_typed():
+    with pytest.raises(UnsupportedOptionError, match="'NotAGate' is not a PennyLane operator"):
+        get_device("lightning.qubit", wires=2, decompositions={"NotAGate": qml.MultiRZ.compute_decomposition})
+    with pytest.raises(UnsupportedOptionError, match="is not callable"):
+        get_device("lightning.qubit", wires=2, decompositions={"MultiRZ": 3})
+
+
+def test_opt_out_leaves_device_untouched_when_nothing_to_apply():
+    dev = get_device("default.qubit", wires=2, default_decompositions=False)
+    assert type(dev) is type(qml.device("default.qubit", wires=2))
