@@ -1,0 +1,175 @@
+"""The QAOA workload: exact energies, backends agree, max cut is exact, checkpoints resume exactly."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import networkx as nx
+import numpy as np
+import pennylane as qml
+import pytest
+
+from qbackends.errors import WorkloadInputError
+from qbackends.workloads import qaoa
+
+
+def brute_force_max_cut(graph: qaoa.Graph) -> float:
+    best = 0.0
+    for bits in itertools.product((0, 1), repeat=graph.nodes):
+        best = max(best, sum(w for u, v, w in graph.edges if bits[u] != bits[v]))
+    return best
+
+
+@pytest.mark.parametrize(("nodes", "edges", "seed"), [(5, 7, 1), (8, 12, 1967), (9, 20, 3)])
+def test_vectorised_cut_values_match_brute_force(nodes, edges, seed):
+    graph = qaoa.random_graph(nodes, edges, seed)
+    values = qaoa.cut_values(graph)
+    assert values.max() == brute_force_max_cut(graph)
+    bits = [1, 0, 1, 1, 0, 0, 1, 0, 1][:nodes]
+    index = int("".join(map(str, bits)), 2)
+    assert values[index] == sum(w for u, v, w in graph.edges if bits[u] != bits[v])
+
+
+def test_weighted_edge_list(tmp_path):
+    path = tmp_path / "g.txt"
+    path.write_text("# triangle plus a tail\n0 1 2.5\n1 2\n0 2 0.5  # light\n2 3 1.5\n")
+    graph = qaoa.read_edge_list(path)
+    assert graph.nodes == 4 and graph.weighted
+    assert qaoa.cut_values(graph).max() == brute_force_max_cut(graph) == 5.0
+
+
+def test_edge_list_error_names_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("0 1\n1 x\n")
+    with pytest.raises(WorkloadInputError, match=r"line 2: invalid literal for int\(\) with base 10: 'x': '1 x'"):
+        qaoa.read_edge_list(path)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fast_formulation_equals_qml_qaoa_circuit(weighted):
+    graph = qaoa.random_graph(8, 12, 1967)
+    if weighted:
+        graph = qaoa.Graph(graph.nodes, tuple((u, v, 0.5 + (u * v) % 3) for u, v, _ in graph.edges))
+    dev = qml.device("lightning.qubit", wires=8)
+    params = np.random.default_rng(5).uniform(0, np.pi, (2, 3))
+
+    def energy(formulation):
+        @qml.qnode(dev)
+        def e(p):
+            qaoa.circuit(graph, 3, formulation)(p)
+            return qml.expval(qaoa.cost_hamiltonian(graph))
+
+        return e(params)
+
+    assert abs(energy("fast") - energy("qml.qaoa")) < 1e-9
+    if not weighted:  # and the Hamiltonian is qml.qaoa.maxcut's
+        cost_h, _ = qml.qaoa.maxcut(nx.gnm_random_graph(8, 12, seed=1967))
+        assert np.allclose(qml.matrix(cost_h, wire_order=range(8)), qml.matrix(qaoa.cost_hamiltonian(graph), wire_order=range(8)))
+
+
+def test_lightning_qubit_and_kokkos_give_the_same_run():
+    config = qaoa.Config(nodes=8, edges=12, iterations=12)
+    a = qaoa.run(config, "local:pennylane/lightning.qubit")
+    b = qaoa.run(config, "local:pennylane/lightning.kokkos")
+    np.testing.assert_allclose(a["costs"], b["costs"], atol=1e-10, rtol=0)
+    np.testing.assert_allclose(a["params"], b["params"], atol=1e-10, rtol=0)
+    assert a["max_cut"] == b["max_cut"] == brute_force_max_cut(qaoa.load_graph(config))
+    # a bitstring and its complement are equally likely: compare the cut, not the string
+    assert a["most_probable_cut"] == b["most_probable_cut"]
+    assert abs(a["most_probable_probability"] - b["most_probable_probability"]) < 1e-10
+    assert a["costs"][-1] < a["costs"][0]  # it optimises
+
+
+def test_adam_matches_pennylane_adam():
+    config = qaoa.Config(nodes=6, edges=8, iterations=8, stepsize=0.05)
+    ours = qaoa.run(config, "lightning.qubit")
+    graph = qaoa.load_graph(config)
+    dev = qml.device("lightning.qubit", wires=6)
+
+    @qml.qnode(dev, diff_method="adjoint")
+    def energy(p):
+        qaoa.circuit(graph, 2)(p)
+        return qml.expval(qaoa.cost_hamiltonian(graph))
+
+    opt = qml.AdamOptimizer(0.05)
+    params = qml.numpy.array(qaoa.initial_params(config), requires_grad=True)
+    costs = []
+    for _ in range(8):
+        params, cost = opt.step_and_cost(energy, params)
+        costs.append(cost)
+    np.testing.assert_allclose(ours["costs"], costs, atol=1e-12, rtol=0)
+
+
+def test_hyperparameters_are_braket_strings():
+    config = qaoa.config_from_hyperparameters({"nodes": "10", "stepsize": "0.05", "optimizer": "gd"})
+    assert (config.nodes, config.stepsize, config.optimizer) == (10, 0.05, "gd")
+    with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
+        qaoa.config_from_hyperparameters({"p": "2"})
+    with pytest.raises(WorkloadInputError, match="layers='two' is not a valid int"):
+        qaoa.config_from_hyperparameters({"layers": "two"})
+
+
+def _cli(*args, **kwargs):
+    return [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--device", "lightning.qubit", "--quiet", "--no-plot", *args]
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path):
+    common = ["--nodes", "14", "--edges", "20", "--iterations", "40"]
+    subprocess.run(_cli(*common, "--results-dir", str(tmp_path / "full")), check=True, capture_output=True)
+    full = json.loads((tmp_path / "full/qaoa-results.json").read_text())
+
+    killed = tmp_path / "killed"
+    checkpoint = killed / "checkpoints" / qaoa.CHECKPOINT_FILE
+    proc = subprocess.Popen(_cli(*common, "--results-dir", str(killed)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    seen = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if checkpoint.exists():
+            seen = json.loads(checkpoint.read_text())["progress"]["iteration"]
+            if seen >= 3:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+        time.sleep(0.005)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    at_kill = json.loads(checkpoint.read_text())["progress"]
+    assert 3 <= at_kill["iteration"] < 40
+    assert not (killed / "qaoa-results.json").exists()
+
+    subprocess.run(_cli(*common, "--results-dir", str(killed), "--resume"), check=True, capture_output=True)
+    resumed = json.loads((killed / "qaoa-results.json").read_text())
+    assert resumed["costs"][: at_kill["iteration"]] == at_kill["costs"]  # no finished iteration lost or redone
+    assert len(resumed["costs"]) == 40
+    np.testing.assert_allclose(resumed["costs"], full["costs"], atol=1e-12, rtol=0)
+    np.testing.assert_allclose(resumed["params"], full["params"], atol=1e-12, rtol=0)
+    assert resumed["most_probable_bitstring"] == full["most_probable_bitstring"]
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
+    with pytest.raises(WorkloadInputError, match="is of another configuration"):
+        qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2, layers=3), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+def test_cli_writes_results_and_plot(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--device", "lightning.qubit", "--nodes", "6", "--edges", "8",
+         "--iterations", "3", "--results-dir", str(tmp_path), "--quiet"],
+        capture_output=True, text=True, check=True,
+    )
+    assert "lightning.qubit: expected cut" in out.stdout
+    result = json.loads((tmp_path / "qaoa-results.json").read_text())
+    assert len(result["costs"]) == 3 and result["max_cut"] == brute_force_max_cut(qaoa.random_graph(6, 8, 1967))
+    assert (tmp_path / "qaoa-costs.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_bad_input_is_one_line():
+    out = subprocess.run([sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--nodes", "4", "--edges", "9"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "qbackends: error: edges=9 does not fit a simple graph on 4 nodes (at most 6). Fix: pass fewer --edges or more --nodes."
