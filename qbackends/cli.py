@@ -97,7 +97,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             "failed": [f.__dict__ for f in registry.failures],
         }, indent=2))
         return 0
-    rows = [(n, d, "failed" if n in failed else "loaded", b) for n, d, b in loaded]
+    rows = [(n, d, ("partly loaded" if b != "-" else "failed") if n in failed else "loaded", b) for n, d, b in loaded]
     print(_table(rows, ("plugin", "distribution", "status", "backends")))
     for failure in registry.failures:
         print(f"\n{failure.plugin} ({failure.distribution}): {failure.error}")
