@@ -1,0 +1,55 @@
+"""Benchmarks: shared helpers, and a ratio table per group printed at the end of the run.
+
+Each benchmark records its median under a group; the summary prints every member of a group as a
+ratio to the group's baseline (the member named in ``BASELINES``, else the slowest), so one run
+shows the comparison side by side.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from qbackends import capabilities, get_registry
+from qbackends.device import facts_for
+
+_MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
+_EXTRA: dict[str, dict[str, str]] = defaultdict(dict)
+
+
+def runnable_cpu_backends() -> list:
+    """pytest params for the backends `qbackends list` says run here; the others skip with the probe's reason."""
+    registry = get_registry()
+    facts = facts_for(registry)
+    params = []
+    for key in ("pennylane/lightning.qubit", "pennylane/lightning.kokkos", "pennylane/lightning.gpu", "pennylane/lightning.amdgpu"):
+        backend = registry.backends[key]
+        caps = capabilities.evaluate(backend, facts)
+        marks = [] if caps.ok else [pytest.mark.skip(reason=f"{backend.device_string}: {caps.reason}")]
+        params.append(pytest.param(backend.simulator, marks=marks, id=backend.simulator))
+    return params
+
+
+@pytest.fixture
+def record(benchmark):
+    """``record(group, name, extra="")`` after a benchmark ran: keep its median for the ratio table."""
+
+    def _record(group: str, name: str, extra: str = "") -> None:
+        _MEDIANS[group][name] = benchmark.stats.stats.median
+        if extra:
+            _EXTRA[group][name] = extra
+
+    return _record
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _MEDIANS:
+        return
+    terminalreporter.section("qbackends: ratios within each group (median, baseline = 1.00)")
+    for group, medians in sorted(_MEDIANS.items()):
+        baseline = max(medians.values())
+        terminalreporter.write_line(f"{group}")
+        for name, median in sorted(medians.items(), key=lambda kv: -kv[1]):
+            extra = _EXTRA[group].get(name, "")
+            terminalreporter.write_line(f"    {name:<42} {median:10.4f} s   x{baseline / median:5.2f} faster than slowest  {extra}")
