@@ -6,6 +6,7 @@ a subprocess with exactly those, so the same script runs here unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -87,6 +88,51 @@ def read_hyperparameters(path: Path) -> dict[str, str]:
             'write a JSON object such as {"layers": 2, "stepsize": 0.1}.',
         )
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
+
+
+def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str, str], **overrides: Any) -> Any:
+    """A workload's config dataclass from Braket-style string hyperparameters.
+
+    Raises:
+        WorkloadInputError: for an unknown name (listing the known ones) or a value of the wrong type.
+    """
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    values: dict[str, Any] = {}
+    for key, text in hyperparameters.items():
+        if key not in fields:
+            raise WorkloadInputError(
+                f"Hyperparameter {key!r} is unknown; choices: {', '.join(fields)}.", "remove it from the hyperparameter file."
+            )
+        kind = _kind(str(fields[key].type))
+        try:
+            values[key] = _convert(kind, text)
+        except ValueError:
+            raise WorkloadInputError(f"Hyperparameter {key}={text!r} is not a valid {kind}.", f"give {key} a {kind} value.") from None
+    return config_class(**{**values, **overrides})
+
+
+def _kind(annotation: str) -> str:
+    for kind in ("bool", "int", "float"):
+        if annotation.startswith(kind):
+            return kind
+    return "str"
+
+
+def _convert(kind: str, text: str) -> Any:
+    if text in ("null", "None") and kind != "str":
+        return None
+    if kind == "bool":
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(text)
+        return text.lower() in ("true", "1")
+    if kind == "int":
+        number = float(text)
+        if not number.is_integer():
+            raise ValueError(text)
+        return int(number)
+    if kind == "float":
+        return float(text)
+    return text
 
 
 def save_job_result(data: Mapping[str, Any], environment: JobEnvironment | None = None) -> Path | None:

@@ -107,12 +107,14 @@ def test_adam_matches_pennylane_adam():
 
 
 def test_hyperparameters_are_braket_strings():
-    config = qaoa.config_from_hyperparameters({"nodes": "10", "stepsize": "0.05", "optimizer": "gd"})
-    assert (config.nodes, config.stepsize, config.optimizer) == (10, 0.05, "gd")
+    from qbackends.hybridjob import config_from_hyperparameters
+
+    config = config_from_hyperparameters(qaoa.Config, {"nodes": "10", "stepsize": "0.05", "optimizer": "gd", "graph_file": "g.txt"})
+    assert (config.nodes, config.stepsize, config.optimizer, config.graph_file) == (10, 0.05, "gd", "g.txt")
     with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
-        qaoa.config_from_hyperparameters({"p": "2"})
+        config_from_hyperparameters(qaoa.Config, {"p": "2"})
     with pytest.raises(WorkloadInputError, match="layers='two' is not a valid int"):
-        qaoa.config_from_hyperparameters({"layers": "two"})
+        config_from_hyperparameters(qaoa.Config, {"layers": "two"})
 
 
 def _cli(*args, **kwargs):

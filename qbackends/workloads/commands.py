@@ -31,6 +31,21 @@ def register(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run_qaoa)
 
+    p = run.add_parser("qnn", help="train the dressed QNN on Sonar (or --data CSV), on one or more workers")
+    _qnn_options(p)
+    p.add_argument("--nwires", type=int, default=6)
+    p.add_argument("--results-dir", default="results/qnn")
+    p.add_argument("--checkpoint-dir", default=None, help="default: RESULTS_DIR/checkpoints")
+    p.add_argument("--resume", action="store_true", help="continue from the last finished epoch")
+    p.set_defaults(func=cmd_run_qnn)
+
+    sweep = sub.add_parser("sweep", help="train one model per setting").add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    p = sweep.add_parser("qnn", help="one dressed QNN per qubit count: accuracy and time against qubits")
+    _qnn_options(p)
+    p.add_argument("--nwires", default="3,4,6,8,10", help="comma-separated qubit counts")
+    p.add_argument("--results-dir", default="results/qnn-sweep")
+    p.set_defaults(func=cmd_sweep_qnn)
+
     job = sub.add_parser("job", help="run a hybrid-job script locally").add_subparsers(dest="job_command", required=True, metavar="ACTION")
     p = job.add_parser("run", help="run ENTRY_POINT with the Amazon Braket Hybrid Jobs environment")
     p.add_argument("entry_point", metavar="ENTRY_POINT", help="script.py, package.module or package.module:function")
@@ -42,6 +57,118 @@ def register(sub: Any) -> None:
     p.add_argument("--job-name", default=None)
     p.add_argument("--jobs-dir", default="jobs", help="where job folders are made")
     p.set_defaults(func=cmd_job_run)
+
+
+def _qnn_options(p: Any) -> None:
+    p.add_argument("--device", default=None, help="device string (default: AMZN_BRAKET_DEVICE_ARN, QBACKENDS_DEVICE, else auto)")
+    p.add_argument("--ndata", type=int, default=208)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--gamma", type=float, default=0.99)
+    p.add_argument("--margin", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=1967)
+    p.add_argument("--test-fraction", type=float, default=0.25)
+    p.add_argument("--patience", type=int, default=None, help="stop after K epochs without better held-out accuracy")
+    p.add_argument("--workers", type=int, default=1, help="local processes (torch's elastic launcher)")
+    p.add_argument("--scale-lr", action="store_true", help="keep the per-worker batch; scale the learning rate by the workers")
+    p.add_argument("--diff-method", default="adjoint")
+    p.add_argument("--data", default=None, help="CSV: features then an M/R label per line (default: the shipped Sonar data)")
+    p.add_argument("--quiet", action="store_true")
+
+
+def _qnn_config(args: argparse.Namespace, nwires: int) -> Any:
+    from ..workloads import qnn
+
+    names = {f.name for f in fields(qnn.Config)}
+    return qnn.Config(**{k: v for k, v in vars(args).items() if k in names and k != "nwires"}, nwires=nwires)
+
+
+def _check_workers(workers: int) -> None:
+    from ..errors import WorkloadInputError
+
+    if workers < 1:
+        raise WorkloadInputError(f"--workers {workers} must be at least 1.", "pass --workers 1 or more.")
+
+
+def cmd_run_qnn(args: argparse.Namespace) -> int:
+    from ..workloads import qnn
+
+    _check_workers(args.workers)
+    config = _qnn_config(args, args.nwires)
+    config.validate()
+    checkpoint_dir = args.checkpoint_dir or str(Path(args.results_dir) / "checkpoints")
+    result = qnn.launch(config, args.device, args.workers, args.results_dir, checkpoint_dir, args.resume, args.quiet)
+    phases = ", ".join(f"{k} {v:.2f}s" for k, v in result["phase_seconds"].items())
+    print(
+        f"{result['device']} x{result['workers']}: held-out accuracy {result['test_accuracy']:.3f} "
+        f"(best {result['best_test_accuracy']:.3f}, majority class {result['majority_class_rate']:.3f}); {phases}"
+    )
+    print(f"results: {Path(args.results_dir) / qnn.RESULTS_FILE}")
+    return 0
+
+
+def cmd_sweep_qnn(args: argparse.Namespace) -> int:
+    import time
+
+    from ..errors import WorkloadInputError
+    from ..storage import atomic_write, atomic_write_json
+    from ..workloads import qnn
+
+    _check_workers(args.workers)
+    try:
+        counts = [int(n) for n in str(args.nwires).split(",") if n.strip()]
+    except ValueError:
+        raise WorkloadInputError(f"--nwires {args.nwires!r} is not a comma-separated list of integers.", "pass e.g. --nwires 3,4,6,8,10.") from None
+    configs = [_qnn_config(args, n) for n in counts]
+    for config in configs:
+        config.validate()
+    rows = []
+    for config in configs:
+        start = time.perf_counter()
+        out = str(Path(args.results_dir) / f"nwires-{config.nwires}")
+        result = qnn.launch(config, args.device, args.workers, out, None, False, args.quiet)
+        rows.append({
+            "nwires": config.nwires, "test_accuracy": result["test_accuracy"], "best_test_accuracy": result["best_test_accuracy"],
+            "seconds": time.perf_counter() - start, "quantum_seconds": result["phase_seconds"]["quantum"], "device": result["device"],
+        })
+        print(f"nwires {config.nwires}: accuracy {result['test_accuracy']:.3f}, {rows[-1]['seconds']:.1f} s")
+    results = Path(args.results_dir)
+    atomic_write_json(results / "qnn-sweep.json", rows)
+    table = ["| qubits | held-out accuracy | best | seconds | quantum seconds |", "|---|---|---|---|---|"]
+    table += [f"| {r['nwires']} | {r['test_accuracy']:.3f} | {r['best_test_accuracy']:.3f} | {r['seconds']:.1f} | {r['quantum_seconds']:.1f} |" for r in rows]
+    text = "\n".join(table) + "\n"
+    atomic_write(results / "qnn-sweep.md", lambda fh: fh.write(text.encode()))
+    print(text, end="")
+    try:
+        print(f"plot: {_plot_sweep(rows, results / 'qnn-sweep.png')}")
+    except ImportError:
+        print("plot skipped: matplotlib is not installed (pip install 'qbackends[plot]')")
+    return 0
+
+
+def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    qubits = [r["nwires"] for r in rows]
+    ax.plot(qubits, [r["test_accuracy"] for r in rows], "o-", color="tab:blue", label="held-out accuracy")
+    ax.set_xlabel("qubits")
+    ax.set_ylabel("held-out accuracy", color="tab:blue")
+    twin = ax.twinx()
+    twin.plot(qubits, [r["seconds"] for r in rows], "s--", color="tab:red", label="training time")
+    twin.set_ylabel("training time (s)", color="tab:red")
+    ax.set_title("Dressed QNN on Sonar: accuracy and time against qubits")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
 
 
 def cmd_run_qaoa(args: argparse.Namespace) -> int:

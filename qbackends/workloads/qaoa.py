@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import WorkloadInputError
-from ..hybridjob import JobEnvironment, save_job_result
+from ..hybridjob import JobEnvironment, config_from_hyperparameters, save_job_result
 from ..storage import atomic_write_json
 
 CHECKPOINT_FILE = "qaoa-checkpoint.json"
@@ -284,7 +284,7 @@ def _load_checkpoint(path: Path, config: Config) -> Progress | None:
         return None
     try:
         data = json.loads(path.read_text())
-        if data["config"] != asdict(config):
+        if {**data["config"], "iterations": config.iterations} != asdict(config):  # only the budget may grow
             raise WorkloadInputError(
                 f"Checkpoint {str(path)!r} is of another configuration ({data['config']}).",
                 "resume with the same options, or remove the checkpoint to start over.",
@@ -344,28 +344,10 @@ def plot_costs(costs: Sequence[float], path: str | Path, title: str) -> Path:
     return out
 
 
-def config_from_hyperparameters(hps: dict[str, str], base: Config | None = None) -> Config:
-    """A Config from Braket-style string hyperparameters."""
-    base = base or Config()
-    values: dict[str, Any] = {}
-    for key, text in hps.items():
-        if key not in Config.__dataclass_fields__:
-            raise WorkloadInputError(
-                f"Hyperparameter {key!r} is unknown; choices: {', '.join(Config.__dataclass_fields__)}.",
-                "remove it from the hyperparameter file.",
-            )
-        kind = type(getattr(base, key)) if getattr(base, key) is not None else str
-        try:
-            values[key] = kind(float(text)) if kind is int else kind(text)
-        except ValueError:
-            raise WorkloadInputError(f"Hyperparameter {key}={text!r} is not a valid {kind.__name__}.", f"give {key} a {kind.__name__} value.") from None
-    return Config(**{**asdict(base), **values})
-
-
 def main() -> int:
     """Entry point for a hybrid job: everything comes from ``AMZN_BRAKET_*``."""
     env = JobEnvironment.from_env()
-    config = config_from_hyperparameters(env.hyperparameters)
+    config = config_from_hyperparameters(Config, env.hyperparameters)
     result = run(config, env.device, checkpoint_dir=env.checkpoint_dir, resume=env.checkpoint_dir is not None)
     save_job_result(result, env)
     print(f"qaoa: expected cut {result['expected_cut']:.4f}, max cut {result['max_cut']}, on {result['device']}")
