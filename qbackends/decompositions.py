@@ -128,6 +128,18 @@ class RuleSet:
     def targets(self) -> frozenset[str]:
         return frozenset(self.fixed) | frozenset(self.alternatives)
 
+    @functools.cached_property
+    def _kept_plain(self) -> frozenset[str]:
+        return _kept(self, adjoint=False)
+
+    @functools.cached_property
+    def _kept_adjoint(self) -> frozenset[str]:
+        return _kept(self, adjoint=True)
+
+    def kept(self, adjoint: bool) -> frozenset[str]:
+        """Operators that reach the device as they are."""
+        return self._kept_adjoint if adjoint else self._kept_plain
+
     def is_empty(self) -> bool:
         return not self.targets and not self.declared.adjoint_differentiable
 
@@ -167,39 +179,36 @@ def _outputs(reg: RuleRegistration) -> set[str]:
     return {getattr(k, "name", str(k)) for k in reg.rule.compute_resources(**sample.resource_params).gate_counts}
 
 
-def _stops(ruleset: RuleSet, adjoint: bool) -> Callable[[qml.operation.Operator], bool]:
-    """True for operators that reach the device as they are."""
-    targets = ruleset.targets
-    native = _native(ruleset)
+def _kept(ruleset: RuleSet, adjoint: bool) -> frozenset[str]:
+    """Operators the device gets as they are: native, not targeted, and (under adjoint) differentiable.
+
+    A device that declares nothing is taken to run PennyLane's own operators.
+    """
+    native = frozenset(ruleset.declared.native) or frozenset(str(name) for name in gate_sets.ALL_OPS)
+    keep = native - ruleset.targets
     differentiable = frozenset(ruleset.declared.adjoint_differentiable)
-    check_adjoint = adjoint and bool(differentiable)
-
-    def stop(op: qml.operation.Operator) -> bool:
-        if op.name in targets or op.name not in native:
-            return False
-        return not check_adjoint or op.name in differentiable or op.num_params == 0
-
-    return stop
+    if adjoint and differentiable:
+        keep = frozenset(n for n in keep if n in differentiable or _parameterless(n))
+    return keep
 
 
-def _native(ruleset: RuleSet) -> frozenset[str]:
-    """Declared native operators; for a device that declares none, PennyLane's own operators."""
-    return frozenset(ruleset.declared.native) or frozenset(str(name) for name in gate_sets.ALL_OPS)
+def _parameterless(name: str) -> bool:
+    op = getattr(qml.ops, name, None) or getattr(qml, name, None)
+    return isinstance(getattr(op, "num_params", None), int) and op.num_params == 0
 
 
 @qml.transform
 def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool) -> tuple[Any, Any]:
     """Lower the operators ``ruleset`` targets with its rules, by graph decomposition."""
-    stop = _stops(ruleset, adjoint)
-    if all(stop(op) for op in tape.operations):
+    keep = ruleset.kept(adjoint)
+    if all(op.name in keep for op in tape.operations):
         return (tape,), _identity
-    # Every native gate costs one pass; the default rules' outputs win ties.
-    gate_set = {name: 0.99 if name in ruleset.preferred else 1.0 for name in _native(ruleset) - ruleset.targets}
+    # Every kept gate costs one pass; the default rules' outputs win ties.
+    gate_set = {name: 0.99 if name in ruleset.preferred else 1.0 for name in keep}
     with qml.decomposition.toggle_graph_ctx(True):
         return qml.transforms.decompose(
             tape,
             gate_set=gate_set,
-            stopping_condition=stop,
             fixed_decomps=dict(ruleset.fixed) or None,
             alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
             strict=False,
@@ -219,11 +228,23 @@ def _with_rules(device_class: type) -> type:
 
     def preprocess_transforms(self: Any, execution_config: Any = None) -> Any:
         pipeline = device_class.preprocess_transforms(self, execution_config)
-        adjoint = execution_config is not None and execution_config.gradient_method == "adjoint"
-        pipeline.insert(0, BoundTransform(apply_rules, kwargs={"ruleset": self.qbackends_rules, "adjoint": adjoint}))
+        kwargs = {"ruleset": self.qbackends_rules, "adjoint": _is_adjoint(execution_config)}
+        pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
         return pipeline
 
-    return type(device_class.__name__, (device_class,), {"preprocess_transforms": preprocess_transforms, "__module__": device_class.__module__})
+    def supports_derivatives(self: Any, execution_config: Any = None, circuit: Any = None) -> Any:
+        # Judge the circuit the device will run: with the rules applied (cheap, and it spares
+        # the device decomposing e.g. CRot itself just to check).
+        if circuit is not None:
+            (circuit,), _ = apply_rules(circuit, ruleset=self.qbackends_rules, adjoint=_is_adjoint(execution_config))
+        return device_class.supports_derivatives(self, execution_config, circuit)
+
+    namespace = {"preprocess_transforms": preprocess_transforms, "supports_derivatives": supports_derivatives, "__module__": device_class.__module__}
+    return type(device_class.__name__, (device_class,), namespace)
+
+
+def _is_adjoint(execution_config: Any) -> bool:
+    return execution_config is not None and execution_config.gradient_method == "adjoint"
 
 
 def attach(device: Any, ruleset: RuleSet) -> Any:
