@@ -43,6 +43,13 @@ def record(benchmark):
     return _record
 
 
+def record_seconds(group: str, name: str, seconds: float, extra: str = "") -> None:
+    """Keep a time measured by the workload itself (not by pytest-benchmark) for the ratio table."""
+    _MEDIANS[group][name] = seconds
+    if extra:
+        _EXTRA[group][name] = extra
+
+
 def pytest_terminal_summary(terminalreporter):
     if not _MEDIANS:
         return

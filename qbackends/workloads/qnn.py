@@ -242,7 +242,7 @@ def train(
         sampler.set_epoch(epoch)
         net.train()
         epoch_loss, seen = 0.0, 0
-        tick = time.perf_counter()
+        tick = epoch_start = time.perf_counter()
         for batch, (xb, yb) in enumerate(loader, start=1):
             tick = timer.add("data", tick)
             optimizer.zero_grad()
@@ -264,9 +264,10 @@ def train(
                 on_batch(epoch, batch, loss.item())
             tick = time.perf_counter()
         scheduler.step()
+        epoch_seconds = time.perf_counter() - epoch_start
         train_loss = _global_mean(epoch_loss, seen, ctx)
         accuracy, test_loss = evaluate(model, loss_fn, x_test, y_test, ctx)
-        history.append({"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss, "test_accuracy": accuracy, "lr": scheduler.get_last_lr()[0]})
+        history.append({"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss, "test_accuracy": accuracy, "lr": scheduler.get_last_lr()[0], "train_seconds": epoch_seconds})
         if accuracy > best:
             best, since_best = accuracy, 0
         else:
@@ -295,8 +296,16 @@ def train(
         "train_rows": len(train_idx),
         "test_rows": len(test_idx),
         "phase_seconds": dict(timer.seconds),
+        "samples_per_second": _throughput(history, len(train_idx)),
         "parameters": {k: v.detach().reshape(-1).tolist() for k, v in model.state_dict().items()},
     }
+
+
+def _throughput(history: list[dict[str, Any]], rows: int) -> float | None:
+    """Training samples per second over all workers, leaving out the first (warm-up) epoch when there are more."""
+    timed = [h["train_seconds"] for h in history if "train_seconds" in h]
+    timed = timed[1:] if len(timed) > 1 else timed
+    return rows * len(timed) / sum(timed) if timed and sum(timed) > 0 else None
 
 
 class _ForwardTimer:
@@ -381,7 +390,7 @@ def _save_checkpoint(path: Path, config: Config, model: Any, optimizer: Any, sch
         "scheduler": scheduler.state_dict(),
         "epoch": epoch,
         "torch_rng": torch.get_rng_state(),
-        "history": [[h["epoch"], h["train_loss"], h["test_loss"], h["test_accuracy"], h["lr"]] for h in history],
+        "history": [[h["epoch"], h["train_loss"], h["test_loss"], h["test_accuracy"], h["lr"], h["train_seconds"]] for h in history],
         "best": best,
         "since_best": since_best,
     }
@@ -391,7 +400,7 @@ def _save_checkpoint(path: Path, config: Config, model: Any, optimizer: Any, sch
 
 
 def _history_from(state: dict[str, Any]) -> list[dict[str, Any]]:
-    keys = ("epoch", "train_loss", "test_loss", "test_accuracy", "lr")
+    keys = ("epoch", "train_loss", "test_loss", "test_accuracy", "lr", "train_seconds")
     return [dict(zip(keys, row)) for row in state["history"]]
 
 
