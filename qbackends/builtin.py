@@ -40,6 +40,12 @@ BACKENDS = (
         description="PennyLane's Python reference simulator (backprop, any interface)",
     ),
     Backend(
+        "qbackends", "fused.qubit", "qbackends.fused.qubit", "numba",
+        hardware="cpu", state_copies=3.0, preference=-1, extra="fused",
+        description="fused diagonal blocks and gate layers (numba); the QAOA workload's choice under auto",
+        capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),
+    ),
+    Backend(
         "pennylane", "lightning.tensor", "lightning.tensor", "pennylane-lightning-tensor",
         hardware="nvidia", state_copies=None, preference=-1, extra="tensor",
         description="tensor networks (MPS/TN) on NVIDIA GPUs through cuTensorNet; never chosen by auto",

@@ -6,9 +6,11 @@ Pure functions of (Backend, MachineFacts): testable with facts recorded on GPU m
 from __future__ import annotations
 
 import functools
+import importlib.util
 import sys
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Literal
 
 from .backend import Backend
@@ -175,11 +177,25 @@ def declared_operations(backend: Backend) -> DeclaredOperations:
         return DeclaredOperations(source="declared in the device's code")
     distribution, path = backend.capabilities_file
     try:
-        file = next(f for f in metadata.distribution(distribution).files or [] if str(f) == path)
-        data = tomllib.loads(file.read_text())
-    except (StopIteration, metadata.PackageNotFoundError, OSError, tomllib.TOMLDecodeError):
+        data = tomllib.loads(_find_file(distribution, path).read_text())
+    except (FileNotFoundError, OSError, tomllib.TOMLDecodeError):
         return DeclaredOperations(source=f"{path} not found in {distribution}")
     return parse_declared_operations(data, source=f"{distribution}:{path}")
+
+
+def _find_file(distribution: str, path: str) -> Any:
+    """A file of an installed distribution, from its metadata; for editable installs, beside its package."""
+    try:
+        for file in metadata.distribution(distribution).files or []:
+            if str(file) == path:
+                return file
+    except metadata.PackageNotFoundError:
+        pass
+    top, _, rest = path.partition("/")
+    spec = importlib.util.find_spec(top)  # a top-level package: found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(path)
+    return Path(next(iter(spec.submodule_search_locations))) / rest
 
 
 def parse_declared_operations(data: dict[str, Any], source: str = "") -> DeclaredOperations:

@@ -230,11 +230,9 @@ def run(
     import pennylane as qml
     from pennylane import numpy as pnp
 
-    from ..device import get_device
-
     config.validate()
     graph = load_graph(config)
-    dev = get_device(device, wires=graph.nodes, diff_method=config.diff_method)
+    dev = workload_device(device, graph.nodes, config.diff_method)
     ansatz = circuit(graph, config.layers, config.formulation)
     cost_h = cost_hamiltonian(graph)
 
@@ -268,6 +266,24 @@ def run(
 
     final_energy = float(energy(pnp.array(params, requires_grad=False)))
     return _results(config, graph, dev, progress, final_energy, np.asarray(probabilities(params)))
+
+
+FUSED = "local:qbackends/fused.qubit"
+
+
+def workload_device(spec: str | None, wires: int, diff_method: str) -> Any:
+    """``get_device``, except that ``auto`` takes the fused simulator first: QAOA is what it is for."""
+    from ..device import device_string_from_env, get_device
+    from ..devicestring import parse
+    from ..errors import BackendUnavailableError, InsufficientMemoryError
+
+    resolved = spec if spec is not None else device_string_from_env()
+    if parse(resolved).is_auto and diff_method in ("adjoint", "best"):
+        try:
+            return get_device(FUSED, wires=wires, diff_method=diff_method)
+        except (BackendUnavailableError, InsufficientMemoryError):
+            pass
+    return get_device(resolved, wires=wires, diff_method=diff_method)
 
 
 def _value_and_grad(qnode: Any) -> Callable[[Any], tuple[Any, Any]]:

@@ -1,0 +1,193 @@
+"""Run compiled segments on a state vector: forward, and the adjoint pass for gradients."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels as K
+from .program import Cnot, DiagonalBlock, ProductLayer, Segment
+
+
+@dataclass(frozen=True)
+class Tables:
+    """A sum of Z products split for the kernels (see kernels.py)."""
+
+    low_bits: int
+    a: np.ndarray
+    bmask: np.ndarray
+    bcoef: np.ndarray
+    gmask: np.ndarray
+    c: np.ndarray
+    # per term: which table answers its moment, for the adjoint pass
+    kind: np.ndarray  # 0: constant, 1: low only, 2: high only, 3: both (group index in group)
+    group: np.ndarray
+
+
+def _z_table(masks: np.ndarray, bits: int) -> np.ndarray:
+    """z(x & mask) for x in [0, 2^bits), one row per mask."""
+    x = np.arange(1 << bits, dtype=np.int64)
+    out = np.empty((len(masks), x.size))
+    for i, m in enumerate(masks):
+        v = x & int(m)
+        parity = np.zeros(x.size, dtype=np.int64)
+        while v.any():
+            parity ^= v & 1
+            v >>= 1
+        out[i] = 1.0 - 2.0 * parity
+    return out
+
+
+def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
+    low_bits = min(nwires, K.LOW_BITS)
+    low_mask = (1 << low_bits) - 1
+    m_lo, m_hi = masks & low_mask, masks >> low_bits
+    a = np.zeros(1 << low_bits)
+    kind = np.zeros(len(masks), dtype=np.int64)
+    group = np.full(len(masks), -1, dtype=np.int64)
+    low_only = m_hi == 0
+    if low_only.any():
+        a += coefs[low_only] @ _z_table(m_lo[low_only], low_bits)
+    kind[low_only & (m_lo != 0)] = 1
+    high_only = (m_lo == 0) & (m_hi != 0)
+    kind[high_only] = 2
+    both = (m_lo != 0) & (m_hi != 0)
+    gmask = np.unique(m_hi[both])
+    c = np.zeros((gmask.size, 1 << low_bits))
+    for g, hm in enumerate(gmask):
+        members = both & (m_hi == hm)
+        c[g] = coefs[members] @ _z_table(m_lo[members], low_bits)
+        group[members] = g
+    kind[both] = 3
+    return Tables(low_bits, a, m_hi[high_only].astype(np.int64), coefs[high_only].astype(float), gmask.astype(np.int64), c, kind, group)
+
+
+class DiagonalCache:
+    """Diagonals of observables, kept for the next executions (a QAOA cost is asked for every step)."""
+
+    def __init__(self, size: int = 2) -> None:
+        self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._size = size
+
+    def get(self, nwires: int, masks: np.ndarray, coefs: np.ndarray) -> np.ndarray:
+        key = (nwires, masks.tobytes(), coefs.tobytes())
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        t = split_tables(masks, coefs, nwires)
+        out = np.empty(1 << nwires)
+        K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
+        self._entries[key] = out
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return out
+
+
+def _layer_passes(layer: ProductLayer, nwires: int):
+    """(high_bits, rest_bits, mats, tile_bits, generators, params) per pass over the state."""
+    low_bits = min(nwires, K.LOW_BITS)
+    items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
+    low = [(b, g) for b, g in items if b < low_bits]
+    high = [(b, g) for b, g in items if b >= low_bits]
+    groups = [high[i : i + K.TILE_HIGH_BITS] for i in range(0, len(high), K.TILE_HIGH_BITS)] or [[]]
+    passes = []
+    for index, group in enumerate(groups):
+        chosen = [b for b, _ in group]
+        rest = [b for b in range(low_bits, nwires) if b not in chosen]
+        gates = (low if index == 0 else []) + group
+        tile_bits = [b if b < low_bits else low_bits + chosen.index(b) for b, _ in gates]
+        mats = np.array([g[0] for _, g in gates], dtype=complex).reshape(-1, 2, 2)
+        passes.append((
+            np.array(chosen, dtype=np.int64), np.array(rest, dtype=np.int64), mats,
+            np.array(tile_bits, dtype=np.int64), np.array([g[2] for _, g in gates], dtype=np.int8), [g[1] for _, g in gates],
+        ))
+    return low_bits, passes
+
+
+def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.ndarray:
+    """Write the state ⊗_w U_w|0⟩ of a first product layer into ``psi``, in one pass."""
+    low_bits = min(nwires, K.LOW_BITS)
+    vectors = np.zeros((nwires, 2), dtype=complex)
+    vectors[:, 0] = 1.0
+    for w, (mat, _, _) in layer.gates.items():
+        vectors[nwires - 1 - w] = mat[:, 0]
+    K.product_state(psi, low_bits, vectors[:low_bits].copy(), vectors[low_bits:].copy())
+    return psi
+
+
+def forward(segments: list[Segment], nwires: int, psi: np.ndarray) -> np.ndarray:
+    """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128)."""
+    if segments and isinstance(segments[0], ProductLayer):
+        initial_product(segments[0], nwires, psi)
+        rest = segments[1:]
+    else:
+        psi[:] = 0.0
+        psi[0] = 1.0
+        rest = segments
+    for seg in rest:
+        apply(seg, psi, nwires)
+    return psi
+
+
+def apply(seg: Segment, psi: np.ndarray, nwires: int) -> None:
+    if isinstance(seg, DiagonalBlock):
+        t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
+        K.diag_phase(psi, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, 1.0)
+    elif isinstance(seg, ProductLayer):
+        low_bits, passes = _layer_passes(seg, nwires)
+        for high, rest, mats, tile_bits, _, _ in passes:
+            K.layer_apply(psi, low_bits, high, rest, mats, tile_bits)
+    else:
+        K.cnot(psi, seg.control, seg.target)
+
+
+def _has_parameters(seg: Segment) -> bool:
+    if isinstance(seg, DiagonalBlock):
+        return any(p >= 0 for p in seg.params)
+    if isinstance(seg, ProductLayer):
+        return any(p >= 0 for _, p, _ in seg.gates.values())
+    return False
+
+
+def adjoint_gradient(segments: list[Segment], nparams: int, phi: np.ndarray, lam: np.ndarray, nwires: int) -> np.ndarray:
+    """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten)."""
+    grad = np.zeros(nparams)
+    nthreads = K.threads()
+    first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
+    for seg in reversed(segments[first_needed:]):  # segments before the first parameter need no undoing
+        if isinstance(seg, DiagonalBlock):
+            masks, coefs = np.array(seg.masks, dtype=np.int64), np.array(seg.coefs)
+            t = split_tables(masks, coefs, nwires)
+            rowsum = np.zeros(phi.size >> t.low_bits)
+            moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
+            K.diag_adjoint(phi, lam, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, rowsum, moments, nthreads)
+            m = moments.sum(axis=0)
+            low_mask = (1 << t.low_bits) - 1
+            for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas)):
+                if param < 0 or alpha == 0.0:
+                    continue
+                kind = t.kind[i]
+                if kind == 0:
+                    moment = m[0].sum()
+                elif kind == 1:
+                    moment = m[0] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
+                elif kind == 2:
+                    moment = rowsum @ _z_table(np.array([mask >> t.low_bits]), nwires - t.low_bits)[0]
+                else:
+                    moment = m[1 + t.group[i]] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
+                grad[param] += -2.0 * alpha * moment
+        elif isinstance(seg, ProductLayer):
+            low_bits, passes = _layer_passes(seg, nwires)
+            for high, rest, mats, tile_bits, generators, params in passes:
+                out = np.zeros((nthreads, len(params)))
+                inverses = np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
+                K.layer_adjoint(phi, lam, low_bits, high, rest, inverses, tile_bits, generators, out, nthreads)
+                for i, p in enumerate(params):
+                    if p >= 0:
+                        grad[p] += out[:, i].sum()
+        else:
+            K.cnot(phi, seg.control, seg.target)
+            K.cnot(lam, seg.control, seg.target)
+    return grad

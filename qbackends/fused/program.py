@@ -1,0 +1,146 @@
+"""Turn a tape's operations into segments the kernels run: diagonal blocks, product layers, CNOTs.
+
+Each operation is scheduled as early as the operations on its wires allow, into a segment of its
+kind: diagonal gates all commute, so a block takes any of them; a product layer takes single-qubit
+gates on distinct wires. Inside a segment every generator commutes with every gate, so the adjoint
+pass takes all of a segment's derivatives at one point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UnsupportedOptionError
+
+HALF = 0.5
+QUARTER = 0.25
+
+# name -> terms (wire-index tuple, alpha, beta): angle contribution (alpha·θ + beta)·Π z_w.
+# The gate is exp(i Σ angle·Z...Z); the empty wire tuple is a global phase.
+DIAGONAL_TERMS = {
+    "RZ": lambda w: [((w[0],), -HALF, 0.0)],
+    "MultiRZ": lambda w: [(tuple(w), -HALF, 0.0)],
+    "IsingZZ": lambda w: [((w[0], w[1]), -HALF, 0.0)],
+    "PhaseShift": lambda w: [((), HALF, 0.0), ((w[0],), -HALF, 0.0)],
+    "CRZ": lambda w: [((w[1],), -QUARTER, 0.0), ((w[0], w[1]), QUARTER, 0.0)],
+    "ControlledPhaseShift": lambda w: [((), QUARTER, 0.0), ((w[0],), -QUARTER, 0.0), ((w[1],), -QUARTER, 0.0), ((w[0], w[1]), QUARTER, 0.0)],
+    "CZ": lambda w: [((), 0.0, math.pi / 4), ((w[0],), 0.0, -math.pi / 4), ((w[1],), 0.0, -math.pi / 4), ((w[0], w[1]), 0.0, math.pi / 4)],
+    "PauliZ": lambda w: [((), 0.0, math.pi / 2), ((w[0],), 0.0, -math.pi / 2)],
+    "S": lambda w: [((), 0.0, math.pi / 4), ((w[0],), 0.0, -math.pi / 4)],
+    "T": lambda w: [((), 0.0, math.pi / 8), ((w[0],), 0.0, -math.pi / 8)],
+    "Identity": lambda w: [],
+}
+_SQ2 = 1 / math.sqrt(2)
+FIXED_SINGLE = {
+    "Hadamard": np.array([[_SQ2, _SQ2], [_SQ2, -_SQ2]], dtype=complex),
+    "PauliX": np.array([[0, 1], [1, 0]], dtype=complex),
+    "PauliY": np.array([[0, -1j], [1j, 0]], dtype=complex),
+    "SX": 0.5 * np.array([[1 + 1j, 1 - 1j], [1 - 1j, 1 + 1j]], dtype=complex),
+}
+ROTATIONS = {"RX": 1, "RY": 2}  # generator: 1 = X, 2 = Y
+OTHER = {"CNOT"}
+SUPPORTED = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | OTHER
+
+
+def rotation_matrix(name: str, theta: float) -> np.ndarray:
+    c, s = math.cos(theta / 2), math.sin(theta / 2)
+    if name == "RX":
+        return np.array([[c, -1j * s], [-1j * s, c]])
+    return np.array([[c, -s], [s, c]], dtype=complex)
+
+
+@dataclass
+class DiagonalBlock:
+    """Terms (bit mask, coefficient) with, per term, the parameter it depends on and d coef / d θ."""
+
+    masks: list[int] = field(default_factory=list)
+    coefs: list[float] = field(default_factory=list)
+    params: list[int] = field(default_factory=list)  # -1: no parameter
+    alphas: list[float] = field(default_factory=list)
+    wires: set[int] = field(default_factory=set)
+
+
+@dataclass
+class ProductLayer:
+    """Single-qubit gates on distinct wires: wire -> (matrix, parameter index or -1, generator)."""
+
+    gates: dict[int, tuple[np.ndarray, int, int]] = field(default_factory=dict)
+
+    @property
+    def wires(self) -> set[int]:
+        return set(self.gates)
+
+
+@dataclass
+class Cnot:
+    control: int
+    target: int
+
+    @property
+    def wires(self) -> set[int]:
+        return {self.control, self.target}
+
+
+Segment = DiagonalBlock | ProductLayer | Cnot
+
+
+def unsupported(name: str) -> UnsupportedOptionError:
+    return UnsupportedOptionError(
+        f"fused.qubit cannot run the operation {name!r}; it runs: {', '.join(sorted(SUPPORTED))}.",
+        "get_device lowers other operations with its decomposition rules; add a rule for this one, or choose a lightning backend.",
+    )
+
+
+def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple[list[Segment], int]:
+    """Schedule the operations into segments; returns the segments and the number of parameters."""
+    segments: list[Segment] = []
+    last_touch: dict[int, int] = {}  # wire -> index of the last segment that does not commute with a diagonal gate
+    last_any: dict[int, int] = {}  # wire -> index of the last segment using the wire
+    param = 0
+    for op in operations:
+        name = op.name
+        wires = [wire_index[w] for w in op.wires]
+        bits = [nwires - 1 - w for w in wires]
+        first_param = param
+        param += len(op.data)
+        if name in DIAGONAL_TERMS:
+            start = max((last_touch.get(w, -1) for w in wires), default=-1)
+            target = next((i for i in range(start + 1, len(segments)) if isinstance(segments[i], DiagonalBlock)), None)
+            if target is None:
+                segments.append(DiagonalBlock())
+                target = len(segments) - 1
+            block = segments[target]
+            assert isinstance(block, DiagonalBlock)
+            theta = float(op.data[0]) if op.data else 0.0
+            for term_wires, alpha, beta in DIAGONAL_TERMS[name](bits):
+                block.masks.append(sum(1 << b for b in term_wires))
+                block.coefs.append(alpha * theta + beta)
+                block.params.append(first_param if op.data else -1)
+                block.alphas.append(alpha)
+            block.wires.update(wires)
+            for w in wires:
+                last_any[w] = max(last_any.get(w, -1), target)
+        elif name in FIXED_SINGLE or name in ROTATIONS:
+            w = wires[0]
+            start = last_any.get(w, -1)
+            target = next((i for i in range(start + 1, len(segments)) if isinstance(segments[i], ProductLayer) and w not in segments[i].wires), None)
+            if target is None:
+                segments.append(ProductLayer())
+                target = len(segments) - 1
+            layer = segments[target]
+            assert isinstance(layer, ProductLayer)
+            if name in ROTATIONS:
+                layer.gates[w] = (rotation_matrix(name, float(op.data[0])), first_param, ROTATIONS[name])
+            else:
+                layer.gates[w] = (FIXED_SINGLE[name], -1, 0)
+            last_any[w] = last_touch[w] = target
+        elif name == "CNOT":
+            segments.append(Cnot(bits[0], bits[1]))
+            for w in wires:
+                last_any[w] = last_touch[w] = len(segments) - 1
+        else:
+            raise unsupported(name)
+    return segments, param

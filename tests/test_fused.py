@@ -1,0 +1,160 @@
+"""The fused simulator against lightning.qubit: values and adjoint gradients to 1e-10."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pennylane as qml
+import pytest
+from circuits import random_params
+
+from qbackends import capabilities, get_device, get_registry
+from qbackends.errors import UnsupportedOptionError
+from qbackends.fused import kernels
+from qbackends.fused.program import SUPPORTED, compile_operations
+from qbackends.workloads import qaoa
+
+FUSED = "local:qbackends/fused.qubit"
+DECLARED = capabilities.declared_operations(get_registry().backends["qbackends/fused.qubit"])
+
+
+def _pair(circuit_fn, n, diff_method="adjoint"):
+    return (
+        qml.qnode(get_device(FUSED, wires=n), diff_method=diff_method)(circuit_fn),
+        qml.qnode(qml.device("lightning.qubit", wires=n), diff_method="adjoint")(circuit_fn),
+    )
+
+
+def _assert_same(ours, reference, params, tol=1e-10):
+    assert abs(float(ours(params)) - float(reference(params))) < tol
+    np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(reference)(params), atol=tol, rtol=0)
+
+
+def test_declared_operations_are_what_the_kernels_run():
+    assert set(DECLARED.native) == set(SUPPORTED)
+    assert set(DECLARED.adjoint_differentiable) == set(SUPPORTED)
+
+
+@pytest.mark.parametrize("nodes", [4, 9, 13, 16])
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_qaoa_matches_lightning(nodes, layers, weighted):
+    graph = qaoa.random_graph(nodes, min(nodes * (nodes - 1) // 2, int(1.5 * nodes)), seed=nodes)
+    if weighted:
+        graph = qaoa.Graph(nodes, tuple((u, v, 0.25 + ((3 * u + v) % 5) / 2) for u, v, _ in graph.edges))
+    cost = qaoa.cost_hamiltonian(graph)
+    ansatz = qaoa.circuit(graph, layers)
+
+    def circuit(p):
+        ansatz(p)
+        return qml.expval(cost)
+
+    _assert_same(*_pair(circuit, nodes), random_params((2, layers), seed=nodes + layers))
+
+
+def _random_circuit(ops: list[str], n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    plan = [(ops[i % len(ops)], rng.choice(n, size=2, replace=False).tolist()) for i in range(3 * len(ops))]
+    rng.shuffle(plan)
+
+    def circuit(x):
+        for w in range(n):
+            qml.RY(x[w % len(x)], wires=w)
+        k = 0
+        for name, wires in plan:
+            op = getattr(qml, name)
+            if op.num_wires == 1:
+                wires = wires[:1]
+            elif op.num_wires == 2:
+                wires = wires[:2]
+            else:
+                wires = sorted(set(wires + [(wires[0] + 3) % n]))
+            if op.num_params:
+                op(x[k % len(x)] * (1 + 0.1 * k), wires=wires)
+                k += 1
+            else:
+                op(wires=wires)
+        return qml.expval(qml.PauliZ(0) @ qml.PauliZ(n - 1) + 0.5 * qml.PauliZ(1) - 0.25 * qml.PauliZ(2) @ qml.PauliZ(3))
+
+    return circuit
+
+
+@pytest.mark.parametrize("n", [5, 13, 17])
+@pytest.mark.parametrize("name", sorted(DECLARED.native))
+def test_every_declared_operation_in_random_circuits(name, n):
+    mix = [name, "RX", "IsingZZ", "CNOT", "RZ", "Hadamard"]
+    circuit = _random_circuit(mix, n, seed=len(name) + n)
+    _assert_same(*_pair(circuit, n), random_params(6, seed=n))
+
+
+def test_other_gates_and_observables_go_through_preprocessing():
+    def circuit(x):
+        qml.Rot(x[0], x[1], x[2], wires=0)
+        qml.CRot(x[2], x[0], x[1], wires=[0, 1])
+        qml.PauliRot(x[1], "XY", wires=[1, 2])
+        qml.Toffoli(wires=[0, 1, 2])
+        return qml.expval(qml.PauliX(0) @ qml.PauliY(2) + 0.3 * qml.PauliZ(1))
+
+    _assert_same(*_pair(circuit, 3), random_params(3, seed=9))
+
+
+def test_probs_state_var_and_several_expvals():
+    dev = get_device(FUSED, wires=4)
+
+    def circuit(x):
+        qml.Hadamard(0)
+        qml.RX(x, wires=1)
+        qml.CNOT([0, 2])
+        qml.IsingZZ(x / 2, wires=[2, 3])
+        return qml.probs(wires=[2, 0]), qml.state(), qml.var(qml.PauliZ(1)), qml.expval(qml.PauliZ(2)), qml.expval(qml.PauliX(0))
+
+    ours = qml.QNode(circuit, dev)(0.7)
+    reference = qml.QNode(circuit, qml.device("lightning.qubit", wires=4))(0.7)
+    for a, b in zip(ours, reference):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+
+    def two(x):
+        qml.RX(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RY(x[1], 1)
+        return qml.expval(qml.PauliZ(0)), qml.expval(qml.PauliZ(1) @ qml.PauliZ(0))
+
+    x = random_params(2, seed=4)
+    jac = qml.jacobian(lambda p: qml.numpy.stack(qml.QNode(two, dev, diff_method="adjoint")(p)))(x)
+    ref = qml.jacobian(lambda p: qml.numpy.stack(qml.QNode(two, qml.device("lightning.qubit", wires=2), diff_method="adjoint")(p)))(x)
+    np.testing.assert_allclose(jac, ref, atol=1e-10)
+
+
+def test_unsupported_operation_is_refused_with_the_list():
+    with pytest.raises(UnsupportedOptionError, match="cannot run the operation 'SWAP'; it runs: CNOT, CRZ"):
+        compile_operations([qml.SWAP([0, 1])], {0: 0, 1: 1}, 2)
+
+
+def test_peak_memory_is_three_states_and_the_diagonal():
+    """Everything the device allocates, from its creation on: ψ, λ, the cost diagonal, cache tiles."""
+    n = 20
+    graph = qaoa.random_graph(n, 30, 1967)
+    cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, 2)
+    params = random_params((2, 2))
+    tracemalloc.start()
+    qnode = qml.QNode(lambda p: (ansatz(p), qml.expval(cost))[1], get_device(FUSED, wires=n), diff_method="adjoint")
+    for _ in range(2):
+        qml.grad(qnode)(params)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    state, diagonal = 16 * 2**n, 8 * 2**n
+    assert peak <= 3 * state + diagonal, f"peak {peak} bytes > 3 states + diagonal ({3 * state + diagonal})"
+
+
+def test_kernels_are_cached_on_disk():
+    folder = Path(kernels.__file__).parent / "__pycache__"
+    assert list(folder.glob("kernels.*.nbi")), "numba wrote no cache index"
+
+
+def test_qaoa_workload_auto_uses_fused():
+    result = qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "auto")
+    reference = qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "lightning.qubit")
+    assert result["device"] == "qbackends.fused.qubit"
+    np.testing.assert_allclose(result["costs"], reference["costs"], atol=1e-10)
