@@ -41,7 +41,7 @@ def _z_table(masks: np.ndarray, bits: int) -> np.ndarray:
 
 
 def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
-    low_bits = min(nwires, K.LOW_BITS)
+    low_bits = min(nwires, K.DIAG_LOW_BITS)
     low_mask = (1 << low_bits) - 1
     m_lo, m_hi = masks & low_mask, masks >> low_bits
     a = np.zeros(1 << low_bits)

@@ -12,6 +12,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+
+
+
+DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # 2048 amplitudes per run: 32 KiB of complex128, cache-resident
 TILE_HIGH_BITS = 5  # high bits handled per tile: 32 runs, 1 MiB
 

@@ -1,0 +1,49 @@
+"""Issue: fused simulator. Seed QAOA value + gradient at 18, 20, 22 nodes on fused.qubit, lightning.qubit, lightning.kokkos."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tracemalloc
+
+import pytest
+from conftest import record_seconds
+from qaoa_circuits import value_and_gradient
+
+from qbackends import get_device
+
+BACKENDS = ["local:qbackends/fused.qubit", "local:pennylane/lightning.kokkos", "local:pennylane/lightning.qubit"]
+SIZES = [18, pytest.param(20, marks=pytest.mark.slow), pytest.param(22, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_against_lightning(benchmark, record, backend, nodes):
+    step, *_ = value_and_gradient(get_device(backend, wires=nodes), nodes, "fast")
+    step()
+    if backend.endswith("fused.qubit"):
+        tracemalloc.start()
+        step()
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        benchmark.extra_info["peak_bytes_in_a_step"] = peak
+    benchmark.pedantic(step, rounds=5 if nodes <= 20 else 3, iterations=1)
+    record(f"fused: QAOA {nodes} nodes p=2 value+gradient", backend)
+
+
+COMPILE = (
+    "import time; t = time.perf_counter();"
+    "from qbackends import get_device; from qbackends.workloads import qaoa;"
+    "qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=1), 'local:qbackends/fused.qubit');"
+    "print(time.perf_counter() - t)"
+)
+
+
+def test_first_call_in_a_new_process(benchmark):
+    """Import and a first 6-node QAOA step in a fresh process, kernels loaded from numba's disk cache.
+
+    The compile itself (about 7 s on 2 cores) is paid once per installation, by the first process.
+    """
+    run = lambda: float(subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, check=True).stdout.split()[-1])
+    seconds = benchmark.pedantic(run, rounds=2, iterations=1)
+    record_seconds("fused: first QAOA run in a new process (kernels from the disk cache)", "fused.qubit", seconds)
