@@ -11,13 +11,13 @@ from qbackends.workloads import qaoa
 SEED_PROBLEMS = {18: 24, 20: 30, 22: 33, 24: 36, 12: 16, 14: 20, 16: 22}
 
 
-def value_and_gradient(device, nodes: int, formulation: str, layers: int = 2):
-    """A function computing the QAOA energy and its adjoint gradient in one execution."""
+def value_and_gradient(device, nodes: int, formulation: str, layers: int = 2, diff_method: str = "adjoint"):
+    """A function computing the QAOA energy and its gradient (adjoint: in one execution)."""
     graph = qaoa.random_graph(nodes, SEED_PROBLEMS[nodes], 1967)
     ansatz = qaoa.circuit(graph, layers, formulation)
     cost_h = qaoa.cost_hamiltonian(graph)
 
-    @qml.qnode(device, diff_method="adjoint")
+    @qml.qnode(device, diff_method=diff_method)
     def energy(params):
         ansatz(params)
         return qml.expval(cost_h)

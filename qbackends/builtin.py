@@ -24,7 +24,7 @@ BACKENDS = (
     ),
     Backend(
         "pennylane", "lightning.kokkos", "lightning.kokkos", "pennylane-lightning-kokkos",
-        hardware="kokkos", state_copies=5.0, preference=30,
+        hardware="kokkos", state_copies=5.0, preference=30, min_auto_wires=16,
         description="Kokkos: OpenMP on many-core CPUs, or CUDA/HIP when built for them",
         capabilities_file=("pennylane-lightning-kokkos", _LIGHTNING.format("lightning_kokkos")),
     ),

@@ -8,6 +8,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from . import capabilities, devicestring
@@ -106,6 +107,33 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_report(args: argparse.Namespace) -> int:
+    from . import benchreport
+
+    prices = benchreport.read_prices(args.prices) if args.prices else None
+    table = benchreport.rows(benchreport.read_results(args.results), prices)
+    print(benchreport.format_table(table))
+    if args.plot and table:
+        print(f"plot: {benchreport.plot(table, args.plot)}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from . import calibration
+
+    registry = get_registry()
+    facts = facts_for(registry)
+    backends = [b for b in registry.backends.values() if b.preference >= 0 and capabilities.evaluate(b, facts).ok]
+    if args.backends:
+        wanted = {devicestring.parse(s) for s in args.backends.split(",")}
+        backends = [registry.lookup(w) for w in wanted]
+    sizes = [int(n) for n in args.sizes.split(",")]
+    profile = calibration.calibrate(backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s"))
+    path = calibration.save_profile(profile, Path(args.output) if args.output else None)
+    print(f"profile: {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -127,6 +155,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true", help="show failed plugins' tracebacks")
     p.set_defaults(func=cmd_plugins)
+
+    bench = sub.add_parser("bench", help="benchmark results").add_subparsers(dest="bench_command", required=True, metavar="ACTION")
+    p = bench.add_parser("report", help="table (and plot) of a pytest-benchmark JSON file")
+    p.add_argument("results", metavar="RESULTS.json", help="written by pytest benchmarks --benchmark-json=RESULTS.json")
+    p.add_argument("--prices", default=None, metavar="prices.toml", help='[prices."BACKEND"] per_minute/per_hour/per_second')
+    p.add_argument("--plot", default=None, metavar="out.png")
+    p.set_defaults(func=cmd_bench_report)
+
+    p = sub.add_parser("calibrate", help="time the runnable backends here; `auto` then picks the fastest")
+    p.add_argument("--sizes", default="12,16,20", help="comma-separated qubit counts")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose)")
+    p.add_argument("--output", default=None, help="profile path (default: QBACKENDS_PROFILE, else ~/.cache/qbackends/profile.json)")
+    p.set_defaults(func=cmd_calibrate)
 
     for register in _extra_commands():
         register(sub)

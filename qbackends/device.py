@@ -64,10 +64,24 @@ def candidates(spec: str | None, fallback: Sequence[str] | None, wires: int | No
 
 
 def auto_order(registry: Registry, facts: probe.MachineFacts, wires: int | None) -> list[Backend]:
-    """Backends ``auto`` considers, best first: by preference, GPUs only from their ``min_auto_wires``."""
+    """Backends ``auto`` considers, best first.
+
+    With a calibration profile measured on this machine (``qbackends calibrate``), the fastest
+    predicted backend at this size comes first; otherwise, and after it, the documented preference
+    (GPUs only from their ``min_auto_wires``).
+    """
     eligible = [b for b in registry.backends.values() if b.preference >= 0]
     size = wires or 0
     eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
+    from . import calibration
+
+    profile = calibration.load_profile(facts) if wires is not None else None
+    if profile is not None:
+        runnable = [b for b in eligible if capabilities.evaluate(b, facts).ok]
+        best = calibration.fastest(profile, runnable, wires or 0)
+        if best is not None:
+            eligible.remove(best)
+            eligible.insert(0, best)
     return eligible
 
 

@@ -23,10 +23,11 @@ def builtin(simulator: str):
 
 
 @pytest.fixture(autouse=True)
-def fresh_registry(monkeypatch):
-    """Every test starts from a freshly built registry and no device-selection environment."""
+def fresh_registry(monkeypatch, tmp_path_factory):
+    """Every test starts from a freshly built registry, no device-selection environment and no calibration profile."""
     for var in ("AMZN_BRAKET_DEVICE_ARN", "QBACKENDS_DEVICE", "QBACKENDS_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path_factory.mktemp("profile") / "none.json"))
     registry.reset_registry()
     yield
     registry.reset_registry()

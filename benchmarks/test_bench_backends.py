@@ -1,0 +1,71 @@
+"""Issue: benchmark suite. QAOA per iteration on every backend that runs here, and auto, 12-22 qubits.
+
+`qbackends bench report RESULTS.json` turns these into a backend x size table (params: backend, nodes).
+Backends that cannot run here are skipped with the probe's reason; peers from plugins (Braket's local
+simulator, Qulacs, and Qiskit Aer when pennylane-qiskit is installed) run in the value-only group.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pennylane as qml
+import pytest
+from qaoa_circuits import value_and_gradient
+
+from qbackends import QBackendsError, capabilities, get_device, get_registry
+from qbackends.device import facts_for
+
+SIZES = [12, 14, 16, pytest.param(18, marks=pytest.mark.slow), pytest.param(20, marks=pytest.mark.slow), pytest.param(22, marks=pytest.mark.slow)]
+
+
+def _backends() -> list:
+    registry = get_registry()
+    facts = facts_for(registry)
+    params = [pytest.param("auto", id="auto")]
+    for backend in sorted(registry.backends.values(), key=lambda b: b.key):
+        if backend.provider == "fixture":
+            continue
+        caps = capabilities.evaluate(backend, facts)
+        marks = [] if caps.ok else [pytest.mark.skip(reason=f"{backend.device_string}: {caps.reason}")]
+        params.append(pytest.param(backend.device_string, marks=marks, id=backend.key))
+    aer = "qiskit.aer" in {ep.name for ep in metadata.entry_points(group="pennylane.plugins")}
+    params.append(pytest.param("qiskit.aer", id="qiskit.aer", marks=[] if aer else [pytest.mark.skip(reason="pennylane-qiskit is not installed: pip install pennylane-qiskit")]))
+    return params
+
+
+def _device(backend: str, nodes: int):
+    if backend == "qiskit.aer":  # a peer without a qbackends plugin: through PennyLane directly
+        return qml.device("qiskit.aer", wires=nodes)
+    try:
+        return get_device(backend, wires=nodes)
+    except QBackendsError as exc:
+        pytest.skip(exc.one_line())
+
+
+def _adjoint(device) -> bool:
+    return device.supports_derivatives(qml.devices.ExecutionConfig(gradient_method="adjoint"))
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+@pytest.mark.parametrize("backend", _backends())
+def test_qaoa_value_and_gradient(benchmark, backend, nodes):
+    benchmark.group = "QAOA p=2 value + adjoint gradient per iteration"
+    device = _device(backend, nodes)
+    if not _adjoint(device):
+        pytest.skip(f"{backend} has no adjoint gradient; see the value-only group")
+    step, *_ = value_and_gradient(device, nodes, "fast")
+    step()
+    benchmark.extra_info["device"] = device.name
+    benchmark.pedantic(step, rounds=5 if nodes <= 18 else 2, iterations=1)
+
+
+@pytest.mark.parametrize("nodes", SIZES)
+@pytest.mark.parametrize("backend", _backends())
+def test_qaoa_value(benchmark, backend, nodes):
+    benchmark.group = "QAOA p=2 energy per evaluation"
+    device = _device(backend, nodes)
+    _, energy, params = value_and_gradient(device, nodes, "fast", diff_method="best")
+    energy(params)
+    benchmark.extra_info["device"] = device.name
+    benchmark.pedantic(energy, args=(params,), rounds=5 if nodes <= 18 else 2, iterations=1)

@@ -1,0 +1,156 @@
+"""``qbackends bench report``: pytest-benchmark results as a backend × size table, with costs and a plot."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import WorkloadInputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SIZE_KEYS = ("nodes", "wires", "nwires", "qubits")
+UNITS = {"per_second": 1.0, "per_minute": 60.0, "per_hour": 3600.0}
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str
+    backend: str
+    size: int
+    median: float
+    ratio: float  # to the fastest backend at this size in this group
+    cost: float | None  # price of one iteration, when a price is known
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """The benchmarks of a ``pytest --benchmark-json`` file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise WorkloadInputError(f"Benchmark results {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass the file written by pytest --benchmark-json=FILE.") from exc
+    except json.JSONDecodeError as exc:
+        raise WorkloadInputError(f"Benchmark results {str(path)!r} are not JSON: {exc.msg} at line {exc.lineno}.", "pass the file written by pytest --benchmark-json=FILE.") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise WorkloadInputError(f"{str(path)!r} is not a pytest-benchmark results file (no 'benchmarks' list).", "pass the file written by pytest --benchmark-json=FILE.")
+    return data["benchmarks"]
+
+
+def read_prices(path: str | Path) -> dict[str, float]:
+    """Prices in dollars per second, by backend, from TOML such as::
+
+        [prices."local:pennylane/lightning.qubit"]
+        per_minute = 0.00768
+    """
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise WorkloadInputError(f"Price file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass a TOML file of [prices.\"BACKEND\"] tables.") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkloadInputError(f"Price file {str(path)!r} is not TOML: {exc}.", "pass a TOML file of [prices.\"BACKEND\"] tables.") from exc
+    prices: dict[str, float] = {}
+    for backend, entry in data.get("prices", {}).items():
+        units = [u for u in UNITS if u in entry] if isinstance(entry, dict) else []
+        if len(units) != 1 or not isinstance(entry[units[0]], (int, float)) or entry[units[0]] < 0:
+            raise WorkloadInputError(
+                f"Price of {backend!r} in {str(path)!r} must be exactly one of {', '.join(UNITS)} with a non-negative number.",
+                f'write e.g. [prices."{backend}"] then per_minute = 0.00768.',
+            )
+        prices[backend] = float(entry[units[0]]) / UNITS[units[0]]
+    if not prices:
+        raise WorkloadInputError(f"Price file {str(path)!r} has no [prices.\"BACKEND\"] tables.", 'write e.g. [prices."local:pennylane/lightning.qubit"] then per_minute = 0.00768.')
+    return prices
+
+
+def _price_for(backend: str, prices: dict[str, float]) -> float | None:
+    if backend in prices:
+        return prices[backend]
+    short = backend.rsplit("/", 1)[-1]
+    return prices.get(short)
+
+
+def _backend_of(params: dict[str, Any]) -> str | None:
+    for key in ("backend", "device"):
+        if isinstance(params.get(key), str):
+            return params[key]
+    return None
+
+
+def _size_of(params: dict[str, Any]) -> int | None:
+    for key in SIZE_KEYS:
+        if isinstance(params.get(key), int):
+            return params[key]
+    return None
+
+
+def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = None) -> list[Row]:
+    """One row per (group, backend, size) among benchmarks parametrised by a backend and a size."""
+    cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for bench in benchmarks:
+        params = bench.get("params") or {}
+        backend, size = _backend_of(params), _size_of(params)
+        if backend is None or size is None:
+            continue
+        group = bench.get("group") or re.sub(r"\[.*\]$", "", bench.get("name", ""))
+        extra = {k: v for k, v in params.items() if k not in ("backend", "device", *SIZE_KEYS)}
+        if extra:
+            group += " (" + ", ".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")"
+        cells[(group, size)][backend] = float(bench["stats"]["median"])
+    out = []
+    for (group, size), medians in sorted(cells.items()):
+        best = min(medians.values())
+        for backend, median in sorted(medians.items(), key=lambda kv: kv[1]):
+            price = _price_for(backend, prices or {})
+            out.append(Row(group, backend, size, median, median / best, None if price is None else median * price))
+    return out
+
+
+def format_table(table: list[Row]) -> str:
+    if not table:
+        return "no benchmark here is parametrised by a backend and a size (nodes, wires, nwires, qubits)."
+    lines = []
+    for group in dict.fromkeys(r.group for r in table):
+        lines += [f"## {group}", "", "| size | backend | median (s) | x fastest | $ per iteration |", "|---:|---|---:|---:|---:|"]
+        for r in (r for r in table if r.group == group):
+            cost = f"{r.cost:.3g}" if r.cost is not None else "-"
+            lines.append(f"| {r.size} | {r.backend} | {r.median:.4g} | {r.ratio:.2f} | {cost} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(table: list[Row], path: str | Path) -> Path:
+    """Time against size, log scale, one line per backend (per group)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    multi = len({r.group for r in table}) > 1
+    for r in table:
+        series[f"{r.backend} [{r.group}]" if multi else r.backend].append((r.size, r.median))
+    for label, points in sorted(series.items()):
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("qubits")
+    ax.set_ylabel("median seconds per iteration")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(out)
+    return out

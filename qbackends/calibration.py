@@ -1,0 +1,182 @@
+"""Calibration profiles: time each runnable backend here, and let ``auto`` pick the fastest.
+
+A profile records the versions and hardware it was measured on; one that no longer matches this
+machine is ignored with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .backend import Backend
+from .probe import MachineFacts
+from .storage import atomic_write_json
+
+log = logging.getLogger("qbackends")
+PROFILE_ENV = "QBACKENDS_PROFILE"
+DEFAULT_SIZES = (12, 16, 20)
+SCHEMA = 1
+
+
+def profile_path() -> Path:
+    """``$QBACKENDS_PROFILE``, else the user's cache directory."""
+    if os.environ.get(PROFILE_ENV):
+        return Path(os.environ[PROFILE_ENV])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "qbackends" / "profile.json"
+
+
+def fingerprint(facts: MachineFacts) -> dict[str, Any]:
+    """What a profile's timings depend on: package versions and hardware."""
+    return {
+        "distributions": dict(sorted(facts.distributions.items())),
+        "cores": facts.cores,
+        "cpu": _cpu_model(),
+        "machine": platform.machine(),
+        "nvidia": [g.name for g in facts.nvidia_gpus],
+        "amd": [g.name for g in facts.amd_gpus],
+        "kokkos": facts.kokkos_space,
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+@dataclass
+class Profile:
+    """Seconds per QAOA value+gradient step, per backend key and wire count."""
+
+    fingerprint: dict[str, Any]
+    seconds: dict[str, dict[int, float]] = field(default_factory=dict)
+    workload: str = "QAOA MaxCut p=2 value+adjoint gradient, gnm_random_graph(n, 1.5n, seed=1967)"
+    measured: str = ""
+    schema: int = SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["seconds"] = {b: {str(n): s for n, s in sizes.items()} for b, sizes in self.seconds.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Profile:
+        seconds = {b: {int(n): float(s) for n, s in sizes.items()} for b, sizes in data["seconds"].items()}
+        return cls(dict(data["fingerprint"]), seconds, data.get("workload", ""), data.get("measured", ""), int(data.get("schema", 0)))
+
+    def predict(self, backend: str, wires: int) -> float | None:
+        """Seconds at ``wires``: log-linear between measured sizes, extended from the nearest two."""
+        points = sorted(self.seconds.get(backend, {}).items())
+        if not points:
+            return None
+        if len(points) == 1:
+            n0, s0 = points[0]
+            return s0 * 2.0 ** (wires - n0)
+        below = [p for p in points if p[0] <= wires]
+        above = [p for p in points if p[0] >= wires]
+        if below and above:
+            (n0, s0), (n1, s1) = below[-1], above[0]
+        elif below:
+            (n0, s0), (n1, s1) = points[-2], points[-1]
+        else:
+            (n0, s0), (n1, s1) = points[0], points[1]
+        if n0 == n1:
+            return s0
+        slope = (math.log(s1) - math.log(s0)) / (n1 - n0)
+        return math.exp(math.log(s0) + slope * (wires - n0))
+
+
+def load_profile(facts: MachineFacts, path: Path | None = None) -> Profile | None:
+    """The saved profile, if there is one and it was measured on this machine as it is now."""
+    path = path or profile_path()
+    if not path.exists():
+        return None
+    try:
+        profile = Profile.from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("qbackends: ignoring unreadable calibration profile %s (%s); run `qbackends calibrate` again.", path, exc)
+        return None
+    current = fingerprint(facts)
+    if profile.schema != SCHEMA or profile.fingerprint != current:
+        changed = sorted(k for k in current if profile.fingerprint.get(k) != current[k]) or ["schema"]
+        log.warning("qbackends: ignoring stale calibration profile %s (changed: %s); run `qbackends calibrate` again.", path, ", ".join(changed))
+        return None
+    return profile
+
+
+def fastest(profile: Profile, candidates: Iterable[Backend], wires: int) -> Backend | None:
+    """The candidate with the smallest predicted time at ``wires`` (None if none was measured)."""
+    timed = [(t, b) for b in candidates if (t := profile.predict(b.key, wires)) is not None]
+    return min(timed, key=lambda tb: tb[0])[1] if timed else None
+
+
+def calibrate(
+    backends: Iterable[Backend],
+    facts: MachineFacts,
+    sizes: Iterable[int] = DEFAULT_SIZES,
+    repeats: int = 3,
+    on_result: Callable[[str, int, float], None] | None = None,
+) -> Profile:
+    """Time a QAOA value+gradient step on each backend at each size (median of ``repeats``)."""
+    from .device import get_device
+    from .errors import QBackendsError
+    from .workloads import qaoa
+
+    profile = Profile(fingerprint(facts), measured=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    for backend in backends:
+        for n in sizes:
+            graph = qaoa.random_graph(n, int(1.5 * n), 1967)
+            try:
+                device = get_device(backend.device_string, wires=n)
+            except QBackendsError as exc:  # e.g. the memory guard: this size is not for this backend
+                log.warning("qbackends: calibration skips %s at %d qubits: %s", backend.device_string, n, exc.one_line())
+                continue
+            step = _qaoa_step(device, graph)
+            step()  # warm up: compile, allocate
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+            seconds = sorted(times)[len(times) // 2]
+            profile.seconds.setdefault(backend.key, {})[n] = seconds
+            if on_result is not None:
+                on_result(backend.key, n, seconds)
+    return profile
+
+
+def _qaoa_step(device: Any, graph: Any) -> Callable[[], Any]:
+    import numpy as np
+    import pennylane as qml
+    from autograd import value_and_grad
+
+    from .workloads import qaoa
+
+    ansatz, cost = qaoa.circuit(graph, 2), qaoa.cost_hamiltonian(graph)
+
+    @qml.qnode(device, diff_method="adjoint")
+    def energy(params: Any) -> Any:
+        ansatz(params)
+        return qml.expval(cost)
+
+    params = qml.numpy.array(np.full((2, 2), 0.3), requires_grad=True)
+    run = value_and_grad(energy)
+    return lambda: run(params)
+
+
+def save_profile(profile: Profile, path: Path | None = None) -> Path:
+    return atomic_write_json(path or profile_path(), profile.to_json())

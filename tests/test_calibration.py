@@ -1,0 +1,66 @@
+"""Calibration profiles and `auto` choosing from them."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from conftest import recorded_facts
+
+import qbackends
+from qbackends import calibration, get_registry
+
+
+def _profile(facts, seconds):
+    return calibration.Profile(calibration.fingerprint(facts), seconds)
+
+
+def test_predict_interpolates_and_extends_in_log_space():
+    p = _profile(recorded_facts("laptop"), {"a": {12: 0.01, 16: 0.16}})
+    assert p.predict("a", 12) == pytest.approx(0.01)
+    assert p.predict("a", 14) == pytest.approx(0.04)  # geometric midpoint
+    assert p.predict("a", 20) == pytest.approx(2.56)  # same slope beyond
+    assert p.predict("missing", 12) is None
+    assert _profile(recorded_facts("laptop"), {"b": {10: 1.0}}).predict("b", 12) == pytest.approx(4.0)
+
+
+def test_auto_follows_a_profile_of_this_machine(tmp_path, monkeypatch):
+    facts = recorded_facts("h200")
+    path = tmp_path / "profile.json"
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(path))
+    seconds = {
+        "pennylane/lightning.gpu": {16: 0.05, 20: 0.08, 24: 0.3},
+        "pennylane/lightning.kokkos": {16: 0.01, 20: 0.2, 24: 4.0},
+        "pennylane/lightning.qubit": {16: 0.012, 20: 0.25, 24: 5.0},
+    }
+    calibration.save_profile(_profile(facts, seconds))
+    assert qbackends.choose("auto", 16, facts=facts).backend.simulator == "lightning.kokkos"
+    assert qbackends.choose("auto", 22, facts=facts).backend.simulator == "lightning.gpu"
+    # without the profile, the preference puts the GPU first from 18 wires
+    path.unlink()
+    assert qbackends.choose("auto", 16, facts=facts).backend.simulator == "lightning.kokkos"
+
+
+def test_stale_profile_is_ignored_with_a_warning(tmp_path, monkeypatch, caplog):
+    facts = recorded_facts("h200")
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "p.json"))
+    stale = _profile(recorded_facts("laptop"), {"pennylane/lightning.qubit": {12: 0.001, 24: 0.002}})
+    calibration.save_profile(stale)
+    with caplog.at_level(logging.WARNING, logger="qbackends"):
+        choice = qbackends.choose("auto", 24, facts=facts)
+    assert choice.backend.simulator == "lightning.gpu"
+    assert "ignoring stale calibration profile" in caplog.text and "distributions" in caplog.text
+
+
+def test_calibrate_measures_and_round_trips(tmp_path):
+    registry = get_registry()
+    backend = registry.backends["pennylane/lightning.qubit"]
+    facts = qbackends.device.facts_for(registry)
+    profile = calibration.calibrate([backend], facts, sizes=(4, 6), repeats=1)
+    assert set(profile.seconds["pennylane/lightning.qubit"]) == {4, 6}
+    assert all(s > 0 for s in profile.seconds["pennylane/lightning.qubit"].values())
+    path = calibration.save_profile(profile, tmp_path / "p.json")
+    loaded = calibration.load_profile(facts, path)
+    assert loaded is not None and loaded.seconds == profile.seconds
+    assert json.loads(path.read_text())["schema"] == calibration.SCHEMA
