@@ -23,7 +23,12 @@ def runnable_cpu_backends() -> list:
     registry = get_registry()
     facts = facts_for(registry)
     params = []
-    for key in ("pennylane/lightning.qubit", "pennylane/lightning.kokkos", "pennylane/lightning.gpu", "pennylane/lightning.amdgpu"):
+    for key in (
+        "pennylane/lightning.qubit",
+        "pennylane/lightning.kokkos",
+        "pennylane/lightning.gpu",
+        "pennylane/lightning.amdgpu",
+    ):
         backend = registry.backends[key]
         caps = capabilities.evaluate(backend, facts)
         marks = [] if caps.ok else [pytest.mark.skip(reason=f"{backend.device_string}: {caps.reason}")]
@@ -59,4 +64,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{group}")
         for name, median in sorted(medians.items(), key=lambda kv: -kv[1]):
             extra = _EXTRA[group].get(name, "")
-            terminalreporter.write_line(f"    {name:<42} {median:10.4f} s   x{baseline / median:5.2f} faster than slowest  {extra}")
+            terminalreporter.write_line(
+                f"    {name:<42} {median:10.4f} s   x{baseline / median:5.2f} faster than slowest  {extra}"
+            )

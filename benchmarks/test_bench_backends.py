@@ -16,7 +16,14 @@ from qaoa_circuits import value_and_gradient
 from qbackends import QBackendsError, capabilities, get_device, get_registry
 from qbackends.device import facts_for
 
-SIZES = [12, 14, 16, pytest.param(18, marks=pytest.mark.slow), pytest.param(20, marks=pytest.mark.slow), pytest.param(22, marks=pytest.mark.slow)]
+SIZES = [
+    12,
+    14,
+    16,
+    pytest.param(18, marks=pytest.mark.slow),
+    pytest.param(20, marks=pytest.mark.slow),
+    pytest.param(22, marks=pytest.mark.slow),
+]
 
 
 def _backends() -> list:
@@ -30,7 +37,13 @@ def _backends() -> list:
         marks = [] if caps.ok else [pytest.mark.skip(reason=f"{backend.device_string}: {caps.reason}")]
         params.append(pytest.param(backend.device_string, marks=marks, id=backend.key))
     aer = "qiskit.aer" in {ep.name for ep in metadata.entry_points(group="pennylane.plugins")}
-    params.append(pytest.param("qiskit.aer", id="qiskit.aer", marks=[] if aer else [pytest.mark.skip(reason="pennylane-qiskit is not installed: pip install pennylane-qiskit")]))
+    params.append(
+        pytest.param(
+            "qiskit.aer",
+            id="qiskit.aer",
+            marks=[] if aer else [pytest.mark.skip(reason="pennylane-qiskit is not installed: pip install pennylane-qiskit")],
+        )
+    )
     return params
 
 

@@ -30,6 +30,10 @@ def test_get_device_overhead_seed_qaoa(benchmark, record, backend, variant):
 
 @pytest.mark.parametrize("command", ["python -c pass", "qbackends list", "qbackends --help"])
 def test_cli_cold_start(benchmark, record, command):
-    args = [sys.executable, "-c", "pass"] if command == "python -c pass" else [sys.executable, "-m", "qbackends.cli", *command.split()[1:]]
+    args = (
+        [sys.executable, "-c", "pass"]
+        if command == "python -c pass"
+        else [sys.executable, "-m", "qbackends.cli", *command.split()[1:]]
+    )
     benchmark.pedantic(lambda: subprocess.run(args, check=True, capture_output=True), rounds=5, iterations=1)
     record("core: CLI cold start", command)

@@ -8,6 +8,7 @@ from conftest import runnable_cpu_backends
 from qaoa_circuits import value_and_gradient
 
 from qbackends import get_device
+from qbackends.workloads import qaoa
 
 SIZES = [18, pytest.param(20, marks=pytest.mark.slow), pytest.param(22, marks=pytest.mark.slow)]
 
@@ -27,7 +28,7 @@ def test_formulations(benchmark, record, nodes, backend, formulation):
 
 @pytest.mark.parametrize("nodes", SIZES)
 def test_workload_default_choice(benchmark, record, nodes):
-    dev = get_device("auto", wires=nodes)
+    dev = qaoa.workload_device("auto", nodes, "adjoint")  # what `qbackends run qaoa` uses under auto
     step, *_ = value_and_gradient(dev, nodes, "fast")
     step()
     benchmark.pedantic(step, rounds=3 if nodes <= 18 else 1, iterations=1)

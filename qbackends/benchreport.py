@@ -36,26 +36,39 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
-        raise WorkloadInputError(f"Benchmark results {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass the file written by pytest --benchmark-json=FILE.") from exc
+        raise WorkloadInputError(
+            f"Benchmark results {str(path)!r} cannot be read: {exc.strerror or exc}.",
+            "pass the file written by pytest --benchmark-json=FILE.",
+        ) from exc
     except json.JSONDecodeError as exc:
-        raise WorkloadInputError(f"Benchmark results {str(path)!r} are not JSON: {exc.msg} at line {exc.lineno}.", "pass the file written by pytest --benchmark-json=FILE.") from exc
+        raise WorkloadInputError(
+            f"Benchmark results {str(path)!r} are not JSON: {exc.msg} at line {exc.lineno}.",
+            "pass the file written by pytest --benchmark-json=FILE.",
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise WorkloadInputError(f"{str(path)!r} is not a pytest-benchmark results file (no 'benchmarks' list).", "pass the file written by pytest --benchmark-json=FILE.")
+        raise WorkloadInputError(
+            f"{str(path)!r} is not a pytest-benchmark results file (no 'benchmarks' list).",
+            "pass the file written by pytest --benchmark-json=FILE.",
+        )
     return data["benchmarks"]
 
 
 def read_prices(path: str | Path) -> dict[str, float]:
     """Prices in dollars per second, by backend, from TOML such as::
 
-        [prices."local:pennylane/lightning.qubit"]
-        per_minute = 0.00768
+    [prices."local:pennylane/lightning.qubit"]
+    per_minute = 0.00768
     """
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
-        raise WorkloadInputError(f"Price file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass a TOML file of [prices.\"BACKEND\"] tables.") from exc
+        raise WorkloadInputError(
+            f"Price file {str(path)!r} cannot be read: {exc.strerror or exc}.", 'pass a TOML file of [prices."BACKEND"] tables.'
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
-        raise WorkloadInputError(f"Price file {str(path)!r} is not TOML: {exc}.", "pass a TOML file of [prices.\"BACKEND\"] tables.") from exc
+        raise WorkloadInputError(
+            f"Price file {str(path)!r} is not TOML: {exc}.", 'pass a TOML file of [prices."BACKEND"] tables.'
+        ) from exc
     prices: dict[str, float] = {}
     for backend, entry in data.get("prices", {}).items():
         units = [u for u in UNITS if u in entry] if isinstance(entry, dict) else []
@@ -66,7 +79,10 @@ def read_prices(path: str | Path) -> dict[str, float]:
             )
         prices[backend] = float(entry[units[0]]) / UNITS[units[0]]
     if not prices:
-        raise WorkloadInputError(f"Price file {str(path)!r} has no [prices.\"BACKEND\"] tables.", 'write e.g. [prices."local:pennylane/lightning.qubit"] then per_minute = 0.00768.')
+        raise WorkloadInputError(
+            f'Price file {str(path)!r} has no [prices."BACKEND"] tables.',
+            'write e.g. [prices."local:pennylane/lightning.qubit"] then per_minute = 0.00768.',
+        )
     return prices
 
 

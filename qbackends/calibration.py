@@ -76,7 +76,9 @@ class Profile:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Profile:
         seconds = {b: {int(n): float(s) for n, s in sizes.items()} for b, sizes in data["seconds"].items()}
-        return cls(dict(data["fingerprint"]), seconds, data.get("workload", ""), data.get("measured", ""), int(data.get("schema", 0)))
+        return cls(
+            dict(data["fingerprint"]), seconds, data.get("workload", ""), data.get("measured", ""), int(data.get("schema", 0))
+        )
 
     def predict(self, backend: str, wires: int) -> float | None:
         """Seconds at ``wires``: log-linear between measured sizes, extended from the nearest two."""
@@ -113,7 +115,11 @@ def load_profile(facts: MachineFacts, path: Path | None = None) -> Profile | Non
     current = fingerprint(facts)
     if profile.schema != SCHEMA or profile.fingerprint != current:
         changed = sorted(k for k in current if profile.fingerprint.get(k) != current[k]) or ["schema"]
-        log.warning("qbackends: ignoring stale calibration profile %s (changed: %s); run `qbackends calibrate` again.", path, ", ".join(changed))
+        log.warning(
+            "qbackends: ignoring stale calibration profile %s (changed: %s); run `qbackends calibrate` again.",
+            path,
+            ", ".join(changed),
+        )
         return None
     return profile
 

@@ -137,15 +137,30 @@ def _hardware_check(hardware: str, facts: MachineFacts) -> tuple[int, str, str, 
     if hardware == "nvidia":
         usable = [g for g in facts.nvidia_gpus if _compute_capability(g.arch) >= MIN_NVIDIA_COMPUTE_CAPABILITY]
         if not facts.nvidia_gpus:
-            return 0, "NVIDIA GPU", facts.nvidia_error or "no NVIDIA GPU found", "run on a machine with an NVIDIA GPU and its driver, or choose a CPU backend (e.g. local:pennylane/lightning.qubit)"
+            return (
+                0,
+                "NVIDIA GPU",
+                facts.nvidia_error or "no NVIDIA GPU found",
+                "run on a machine with an NVIDIA GPU and its driver, or choose a CPU backend (e.g. local:pennylane/lightning.qubit)",
+            )
         if not usable:
             archs = ", ".join(f"{g.name} (compute {g.arch})" for g in facts.nvidia_gpus)
-            return 0, "NVIDIA GPU", f"no NVIDIA GPU with compute capability >= 7.0: {archs}", "use a Volta or newer GPU, or a CPU backend"
+            return (
+                0,
+                "NVIDIA GPU",
+                f"no NVIDIA GPU with compute capability >= 7.0: {archs}",
+                "use a Volta or newer GPU, or a CPU backend",
+            )
         best = max(usable, key=lambda g: g.memory_free)
         return best.memory_free, f"{len(usable)}x {best.name} (compute {best.arch})", "", ""
     if hardware == "amd":
         if not facts.amd_gpus:
-            return 0, "AMD GPU", facts.amd_error or "no AMD GPU found", "run on a machine with an AMD GPU and ROCm, or choose a CPU backend (e.g. local:pennylane/lightning.qubit)"
+            return (
+                0,
+                "AMD GPU",
+                facts.amd_error or "no AMD GPU found",
+                "run on a machine with an AMD GPU and ROCm, or choose a CPU backend (e.g. local:pennylane/lightning.qubit)",
+            )
         best = max(facts.amd_gpus, key=lambda g: g.memory_free)
         where = f"{len(facts.amd_gpus)}x {best.name} ({best.arch})"
         if facts.amd_error:
@@ -164,7 +179,9 @@ def _compute_capability(arch: str) -> tuple[int, int]:
 
 def construction_fix(hardware: str) -> str:
     if hardware == "nvidia":
-        return "update the NVIDIA driver to one that supports the CUDA runtime the package was built with, or choose a CPU backend"
+        return (
+            "update the NVIDIA driver to one that supports the CUDA runtime the package was built with, or choose a CPU backend"
+        )
     if hardware == "amd":
         return "match the ROCm runtime to the package's build, or choose a CPU backend"
     return "reinstall the package for this platform"

@@ -22,7 +22,7 @@ EXIT_USAGE = 2
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -32,11 +32,22 @@ def cmd_list(args: argparse.Namespace) -> int:
     facts = facts_for(registry)
     records = [(b, capabilities.evaluate(b, facts, args.precision)) for b in registry.backends.values()]
     if args.json:
-        print(json.dumps([{"device": b.device_string, "plugin": registry.owners[b.key], **c.to_json()} for b, c in records], indent=2))
+        print(
+            json.dumps(
+                [{"device": b.device_string, "plugin": registry.owners[b.key], **c.to_json()} for b, c in records], indent=2
+            )
+        )
         return 0
     rows = [
-        (b.device_string, b.provider, c.version or "no", c.hardware, c.max_wires if c.max_wires is not None else "-",
-         "yes" if c.ok else "no", c.reason)
+        (
+            b.device_string,
+            b.provider,
+            c.version or "no",
+            c.hardware,
+            c.max_wires if c.max_wires is not None else "-",
+            "yes" if c.ok else "no",
+            c.reason,
+        )
         for b, c in records
     ]
     print(_table(rows, ("backend", "provider", "installed", "hardware", "max qubits", "runs here", "reason")))
@@ -49,7 +60,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
     registry = get_registry()
     facts = facts_for(registry)
     spec = devicestring.parse(args.spec)
-    backend = registry.lookup(spec) if not spec.is_auto else choose(args.spec, args.wires, precision=args.precision, registry=registry).backend
+    backend = (
+        registry.lookup(spec)
+        if not spec.is_auto
+        else choose(args.spec, args.wires, precision=args.precision, registry=registry).backend
+    )
     caps = capabilities.evaluate(backend, facts, args.precision, args.diff_method)
     need = capabilities.working_set_bytes(backend, args.wires, args.precision, args.diff_method) if args.wires else None
     fits = None if need is None or caps.max_wires is None else args.wires <= caps.max_wires
@@ -78,7 +93,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         ("max qubits", caps.max_wires if caps.max_wires is not None else "no state-vector limit"),
     ]
     if args.wires:
-        rows.append((f"{args.wires} qubits need", f"{need / 2**30:.3g} GiB: {'fits' if fits or fits is None else 'does NOT fit'}"))
+        rows.append(
+            (f"{args.wires} qubits need", f"{need / 2**30:.3g} GiB: {'fits' if fits or fits is None else 'does NOT fit'}")
+        )
     rows += [
         ("native operations", f"{len(ops.native)} ({ops.source})"),
         ("adjoint cannot differentiate", ", ".join(sorted(set(ops.native) - set(ops.adjoint_differentiable))) or "-"),
@@ -90,13 +107,20 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     registry = get_registry()
-    loaded = [(n, d, ", ".join(sorted(k for k, o in registry.owners.items() if o == n)) or "-") for n, d in registry.plugins.items()]
+    loaded = [
+        (n, d, ", ".join(sorted(k for k, o in registry.owners.items() if o == n)) or "-") for n, d in registry.plugins.items()
+    ]
     failed = {f.plugin for f in registry.failures}
     if args.json:
-        print(json.dumps({
-            "loaded": [{"plugin": n, "distribution": d, "backends": b} for n, d, b in loaded if n not in failed],
-            "failed": [f.__dict__ for f in registry.failures],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "loaded": [{"plugin": n, "distribution": d, "backends": b} for n, d, b in loaded if n not in failed],
+                    "failed": [f.__dict__ for f in registry.failures],
+                },
+                indent=2,
+            )
+        )
         return 0
     rows = [(n, d, ("partly loaded" if b != "-" else "failed") if n in failed else "loaded", b) for n, d, b in loaded]
     print(_table(rows, ("plugin", "distribution", "status", "backends")))
@@ -128,7 +152,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         wanted = {devicestring.parse(s) for s in args.backends.split(",")}
         backends = [registry.lookup(w) for w in wanted]
     sizes = [int(n) for n in args.sizes.split(",")]
-    profile = calibration.calibrate(backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s"))
+    profile = calibration.calibrate(
+        backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s")
+    )
     path = calibration.save_profile(profile, Path(args.output) if args.output else None)
     print(f"profile: {path}")
     return 0
@@ -156,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show failed plugins' tracebacks")
     p.set_defaults(func=cmd_plugins)
 
-    bench = sub.add_parser("bench", help="benchmark results").add_subparsers(dest="bench_command", required=True, metavar="ACTION")
+    bench = sub.add_parser("bench", help="benchmark results").add_subparsers(
+        dest="bench_command", required=True, metavar="ACTION"
+    )
     p = bench.add_parser("report", help="table (and plot) of a pytest-benchmark JSON file")
     p.add_argument("results", metavar="RESULTS.json", help="written by pytest benchmarks --benchmark-json=RESULTS.json")
     p.add_argument("--prices", default=None, metavar="prices.toml", help='[prices."BACKEND"] per_minute/per_hour/per_second')
@@ -166,8 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="time the runnable backends here; `auto` then picks the fastest")
     p.add_argument("--sizes", default="12,16,20", help="comma-separated qubit counts")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose)")
-    p.add_argument("--output", default=None, help="profile path (default: QBACKENDS_PROFILE, else ~/.cache/qbackends/profile.json)")
+    p.add_argument(
+        "--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose)"
+    )
+    p.add_argument(
+        "--output", default=None, help="profile path (default: QBACKENDS_PROFILE, else ~/.cache/qbackends/profile.json)"
+    )
     p.set_defaults(func=cmd_calibrate)
 
     for register in _extra_commands():
@@ -196,8 +228,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # never a traceback for users; QBACKENDS_DEBUG=1 shows it
         if os.environ.get("QBACKENDS_DEBUG"):
             traceback.print_exc()
-        print(f"qbackends: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
-              "(set QBACKENDS_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"qbackends: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+            "(set QBACKENDS_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -44,11 +44,15 @@ def builtin_rules() -> list[RuleRegistration]:
     """The rules every backend gets unless the user opts out."""
     return [
         RuleRegistration(
-            "PauliRot", pauli_rot_single_qubit, name="PauliRot(X|Y|Z) -> RX|RY|RZ",
+            "PauliRot",
+            pauli_rot_single_qubit,
+            name="PauliRot(X|Y|Z) -> RX|RY|RZ",
             example=lambda theta, wires: qml.PauliRot(theta, "Y", wires=wires[:1]),
         ),
         RuleRegistration(
-            "PauliRot", pauli_rot_zz, name="PauliRot(ZZ) -> IsingZZ",
+            "PauliRot",
+            pauli_rot_zz,
+            name="PauliRot(ZZ) -> IsingZZ",
             example=lambda theta, wires: qml.PauliRot(theta, "ZZ", wires=wires[:2]),
         ),
     ]
@@ -166,7 +170,9 @@ def build_ruleset(
     for op in fixed:
         alternatives.pop(op, None)
     if declared.native and declared.adjoint_differentiable:
-        names.append(f"adjoint: lower {len(set(declared.native) - set(declared.adjoint_differentiable))} declared non-differentiable operators")
+        names.append(
+            f"adjoint: lower {len(set(declared.native) - set(declared.adjoint_differentiable))} declared non-differentiable operators"
+        )
     return RuleSet(fixed, {k: tuple(v) for k, v in alternatives.items()}, declared, tuple(names), frozenset(preferred))
 
 
@@ -239,7 +245,11 @@ def _with_rules(device_class: type) -> type:
             (circuit,), _ = apply_rules(circuit, ruleset=self.qbackends_rules, adjoint=_is_adjoint(execution_config))
         return device_class.supports_derivatives(self, execution_config, circuit)
 
-    namespace = {"preprocess_transforms": preprocess_transforms, "supports_derivatives": supports_derivatives, "__module__": device_class.__module__}
+    namespace = {
+        "preprocess_transforms": preprocess_transforms,
+        "supports_derivatives": supports_derivatives,
+        "__module__": device_class.__module__,
+    }
     return type(device_class.__name__, (device_class,), namespace)
 
 

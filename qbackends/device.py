@@ -50,7 +50,9 @@ class Choice:
     capabilities: capabilities.Capabilities
 
 
-def candidates(spec: str | None, fallback: Sequence[str] | None, wires: int | None, registry: Registry, facts: probe.MachineFacts) -> list[Backend]:
+def candidates(
+    spec: str | None, fallback: Sequence[str] | None, wires: int | None, registry: Registry, facts: probe.MachineFacts
+) -> list[Backend]:
     """The backends to try, in order."""
     parsed = devicestring.parse(device_string_from_env() if spec is None else spec)
     if parsed.is_auto:
@@ -121,7 +123,9 @@ def choose(
             refusals.append(memory_error(backend, caps, wires, precision, diff_method))
             continue
         if refusals and spec is not None and not devicestring.parse(spec).is_auto:
-            log.warning("qbackends: using %s instead of %s: %s", backend.device_string, chain[0].device_string, refusals[0].message)
+            log.warning(
+                "qbackends: using %s instead of %s: %s", backend.device_string, chain[0].device_string, refusals[0].message
+            )
         return Choice(backend, caps)
     if len(refusals) == 1:
         raise refusals[0]
@@ -133,7 +137,9 @@ def choose(
     )
 
 
-def memory_error(backend: Backend, caps: capabilities.Capabilities, wires: int, precision: str, diff_method: str | None) -> InsufficientMemoryError:
+def memory_error(
+    backend: Backend, caps: capabilities.Capabilities, wires: int, precision: str, diff_method: str | None
+) -> InsufficientMemoryError:
     need = capabilities.working_set_bytes(backend, wires, precision, diff_method)
     what = f"{wires} wires on {backend.device_string} at {precision} need {_gib(need)} "
     if backend.dense_adjoint_observables and diff_method == "adjoint":
@@ -147,7 +153,9 @@ def memory_error(backend: Backend, caps: capabilities.Capabilities, wires: int, 
     if backend.dense_adjoint_observables:
         fixes.append("use diff_method='backprop' or lightning.qubit")
     fixes.append("or pass ignore_memory=True if you know better")
-    return InsufficientMemoryError(f"{what}but {caps.hardware} has {_gib(caps.memory_available)} available.", "; ".join(fixes) + ".")
+    return InsufficientMemoryError(
+        f"{what}but {caps.hardware} has {_gib(caps.memory_available)} available.", "; ".join(fixes) + "."
+    )
 
 
 def _gib(n: int) -> str:
@@ -208,7 +216,8 @@ def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any]
             _construction_errors[backend.device_name] = message
         raise BackendUnavailableError(
             f"{backend.device_string} failed at construction: {message}",
-            capabilities.construction_fix(backend.hardware) + f", or pass fallback=[...] to get_device; `qbackends probe {backend.device_string}` shows the details.",
+            capabilities.construction_fix(backend.hardware)
+            + f", or pass fallback=[...] to get_device; `qbackends probe {backend.device_string}` shows the details.",
         ) from exc
 
 
@@ -243,9 +252,19 @@ def get_device(
     """
     registry = get_registry()
     count = wires if isinstance(wires, int) or wires is None else len(wires)
-    choice = choose(spec, count, fallback=fallback, precision=precision, diff_method=diff_method, ignore_memory=ignore_memory, registry=registry)
+    choice = choose(
+        spec,
+        count,
+        fallback=fallback,
+        precision=precision,
+        diff_method=diff_method,
+        ignore_memory=ignore_memory,
+        registry=registry,
+    )
     device = build(choice, wires, precision, options)
     from . import decompositions as rules
 
-    ruleset = rules.build_ruleset(registry.rules(), choice.backend.key, choice.capabilities.operations, decompositions, default_decompositions)
+    ruleset = rules.build_ruleset(
+        registry.rules(), choice.backend.key, choice.capabilities.operations, decompositions, default_decompositions
+    )
     return rules.attach(device, ruleset)

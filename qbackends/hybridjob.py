@@ -73,7 +73,7 @@ def read_hyperparameters(path: Path) -> dict[str, str]:
     except OSError as exc:
         raise WorkloadInputError(
             f"Hyperparameter file {str(path)!r} cannot be read: {exc.strerror or exc}.",
-            "pass an existing JSON file, e.g. --hyperparameters hp.json containing {\"layers\": 2}.",
+            'pass an existing JSON file, e.g. --hyperparameters hp.json containing {"layers": 2}.',
         ) from exc
     try:
         data = json.loads(text)
@@ -107,7 +107,9 @@ def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str,
         try:
             values[key] = _convert(kind, text)
         except ValueError:
-            raise WorkloadInputError(f"Hyperparameter {key}={text!r} is not a valid {kind}.", f"give {key} a {kind} value.") from None
+            raise WorkloadInputError(
+                f"Hyperparameter {key}={text!r} is not a valid {kind}.", f"give {key} a {kind} value."
+            ) from None
     return config_class(**{**values, **overrides})
 
 
@@ -234,7 +236,9 @@ def _entry_command(entry_point: str) -> list[str]:
     return [sys.executable, "-c", bootstrap, module, function]
 
 
-def run_job(command: Sequence[str], layout: JobLayout, device: str, job_name: str, extra_env: Mapping[str, str] | None = None) -> int:
+def run_job(
+    command: Sequence[str], layout: JobLayout, device: str, job_name: str, extra_env: Mapping[str, str] | None = None
+) -> int:
     """Run the job's command with the Braket environment, streaming its output; its exit code."""
     env = {
         **os.environ,

@@ -189,7 +189,12 @@ def _rocm_runtime() -> str | None:
 
 # ---- Kokkos -----------------------------------------------------------------------------
 
-_KOKKOS_SPACES = (("CUDA", b"Kokkos::Cuda"), ("HIP", b"Kokkos::HIP"), ("OpenMP", b"Kokkos::OpenMP"), ("Threads", b"Kokkos::Threads"))
+_KOKKOS_SPACES = (
+    ("CUDA", b"Kokkos::Cuda"),
+    ("HIP", b"Kokkos::HIP"),
+    ("OpenMP", b"Kokkos::OpenMP"),
+    ("Threads", b"Kokkos::Threads"),
+)
 
 
 def kokkos_execution_space(distribution: str = "pennylane-lightning-kokkos") -> str:

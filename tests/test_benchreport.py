@@ -18,7 +18,12 @@ GRADIENT = "QAOA p=2 value + adjoint gradient per iteration"
 def test_rows_rank_backends_per_size():
     rows = benchreport.rows(benchreport.read_results(SAMPLE))
     at12 = [r for r in rows if r.group == GRADIENT and r.size == 12]
-    assert [r.backend for r in at12] == ["local:pennylane/lightning.qubit", "auto", "local:pennylane/lightning.kokkos", "local:qbackends/fused.qubit"]
+    assert [r.backend for r in at12] == [
+        "local:pennylane/lightning.qubit",
+        "auto",
+        "local:pennylane/lightning.kokkos",
+        "local:qbackends/fused.qubit",
+    ]
     assert at12[0].ratio == 1.0
     assert at12[2].ratio == pytest.approx(0.008293595999930403 / 0.005249673999969673)
     assert all(r.cost is None for r in rows)
@@ -27,7 +32,9 @@ def test_rows_rank_backends_per_size():
 
 def test_prices_per_minute_and_short_names(tmp_path):
     prices = tmp_path / "prices.toml"
-    prices.write_text('[prices."local:pennylane/lightning.qubit"]\nper_minute = 0.00768\n[prices."lightning.kokkos"]\nper_hour = 3.825\n')
+    prices.write_text(
+        '[prices."local:pennylane/lightning.qubit"]\nper_minute = 0.00768\n[prices."lightning.kokkos"]\nper_hour = 3.825\n'
+    )
     rows = benchreport.rows(benchreport.read_results(SAMPLE), benchreport.read_prices(prices))
     qubit = next(r for r in rows if r.group == GRADIENT and r.size == 16 and r.backend.endswith("lightning.qubit"))
     kokkos = next(r for r in rows if r.group == GRADIENT and r.size == 16 and r.backend.endswith("lightning.kokkos"))
@@ -63,11 +70,26 @@ def test_cli_prints_table_and_writes_plot(tmp_path):
     prices = tmp_path / "prices.toml"
     prices.write_text('[prices."lightning.qubit"]\nper_minute = 0.00768\n')
     out = subprocess.run(
-        [sys.executable, "-m", "qbackends.cli", "bench", "report", str(SAMPLE), "--prices", str(prices), "--plot", str(tmp_path / "p.png")],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "bench",
+            "report",
+            str(SAMPLE),
+            "--prices",
+            str(prices),
+            "--plot",
+            str(tmp_path / "p.png"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert f"## {GRADIENT}" in out.stdout
     assert "| 12 | local:pennylane/lightning.qubit | 0.00525 | 1.00 | 6.72e-07 |" in out.stdout
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
-    bad = subprocess.run([sys.executable, "-m", "qbackends.cli", "bench", "report", str(tmp_path / "missing.json")], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", "bench", "report", str(tmp_path / "missing.json")], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("qbackends: error: Benchmark results") and "Traceback" not in bad.stderr

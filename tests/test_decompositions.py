@@ -7,11 +7,9 @@ import pennylane as qml
 import pytest
 from circuits import qaoa_qnode, random_params
 
-from qbackends import get_device, get_registry
-from qbackends.errors import UnsupportedOptionError
-
-from qbackends import capabilities
+from qbackends import capabilities, get_device, get_registry
 from qbackends.device import facts_for
+from qbackends.errors import UnsupportedOptionError
 
 CPU_BACKENDS = ["lightning.qubit", "lightning.kokkos", "default.qubit"]
 RULES = get_registry().rules()

@@ -63,7 +63,8 @@ def test_explicit_gpu_fails_with_probe_reason_on_this_cpu_machine():
 def test_fallback_chain_builds_the_first_that_runs(caplog):
     with caplog.at_level(logging.WARNING, logger="qbackends"):
         dev = get_device(
-            "local:pennylane/lightning.gpu", wires=4,
+            "local:pennylane/lightning.gpu",
+            wires=4,
             fallback=["local:pennylane/lightning.amdgpu", "local:pennylane/lightning.kokkos", "local:pennylane/lightning.qubit"],
         )
     assert dev.name == "lightning.kokkos"

@@ -112,7 +112,7 @@ def test_probs_state_var_and_several_expvals():
 
     ours = qml.QNode(circuit, dev)(0.7)
     reference = qml.QNode(circuit, qml.device("lightning.qubit", wires=4))(0.7)
-    for a, b in zip(ours, reference):
+    for a, b in zip(ours, reference, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-12)
 
     def two(x):
@@ -123,7 +123,9 @@ def test_probs_state_var_and_several_expvals():
 
     x = random_params(2, seed=4)
     jac = qml.jacobian(lambda p: qml.numpy.stack(qml.QNode(two, dev, diff_method="adjoint")(p)))(x)
-    ref = qml.jacobian(lambda p: qml.numpy.stack(qml.QNode(two, qml.device("lightning.qubit", wires=2), diff_method="adjoint")(p)))(x)
+    ref = qml.jacobian(
+        lambda p: qml.numpy.stack(qml.QNode(two, qml.device("lightning.qubit", wires=2), diff_method="adjoint")(p))
+    )(x)
     np.testing.assert_allclose(jac, ref, atol=1e-10)
 
 

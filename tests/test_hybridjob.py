@@ -35,10 +35,27 @@ def test_braket_style_script_runs_and_results_are_found(tmp_path):
     (tmp_path / "numbers.txt").write_text("1 2 3 4")
     (tmp_path / "hp.json").write_text(json.dumps({"factor": 10}))
     out = subprocess.run(
-        [sys.executable, "-m", "qbackends.cli", "job", "run", str(script), "--device", "local:pennylane/lightning.qubit",
-         "--hyperparameters", str(tmp_path / "hp.json"), "--input-data", f"input={tmp_path / 'numbers.txt'}",
-         "--job-name", "sum-job", "--jobs-dir", str(tmp_path / "jobs")],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "job",
+            "run",
+            str(script),
+            "--device",
+            "local:pennylane/lightning.qubit",
+            "--hyperparameters",
+            str(tmp_path / "hp.json"),
+            "--input-data",
+            f"input={tmp_path / 'numbers.txt'}",
+            "--job-name",
+            "sum-job",
+            "--jobs-dir",
+            str(tmp_path / "jobs"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "done 100" in out.stdout
     summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -51,25 +68,50 @@ def test_braket_style_script_runs_and_results_are_found(tmp_path):
 def test_qaoa_module_runs_as_a_job(tmp_path):
     (tmp_path / "hp.json").write_text(json.dumps({"nodes": 6, "edges": 8, "iterations": 3}))
     subprocess.run(
-        [sys.executable, "-m", "qbackends.cli", "job", "run", "qbackends.workloads.qaoa", "--device", "local:pennylane/lightning.qubit",
-         "--hyperparameters", str(tmp_path / "hp.json"), "--job-name", "qaoa", "--jobs-dir", str(tmp_path)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "job",
+            "run",
+            "qbackends.workloads.qaoa",
+            "--device",
+            "local:pennylane/lightning.qubit",
+            "--hyperparameters",
+            str(tmp_path / "hp.json"),
+            "--job-name",
+            "qaoa",
+            "--jobs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result = json.loads((tmp_path / "qaoa/results/results.json").read_text())["dataDictionary"]
-    assert result["device"] == "lightning.qubit" and len(result["costs"]) == 3 and result["max_cut"] == 6.0  # brute force: tests/test_qaoa.py
+    assert (
+        result["device"] == "lightning.qubit" and len(result["costs"]) == 3 and result["max_cut"] == 6.0
+    )  # brute force: tests/test_qaoa.py
     assert (tmp_path / "qaoa/checkpoints/qaoa-checkpoint.json").exists()
 
 
 def test_failing_script_exit_code_is_returned(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text("import sys; sys.exit(3)")
-    out = subprocess.run([sys.executable, "-m", "qbackends.cli", "job", "run", str(script), "--jobs-dir", str(tmp_path)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", "job", "run", str(script), "--jobs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 3
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{not json", "is not JSON: Expecting property name enclosed in double quotes at line 1, column 2"), ("[1, 2]", "holds a JSON list, not an object")],
+    [
+        ("{not json", "is not JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
+        ("[1, 2]", "holds a JSON list, not an object"),
+    ],
 )
 def test_bad_hyperparameter_file(tmp_path, content, message):
     path = tmp_path / "hp.json"

@@ -30,7 +30,9 @@ def test_plugin_packages_are_installed():
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "qbackends.cli", *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
 
 
 # ---- the hooks: one test each (test_hook_<name>), checked by test_every_hook_is_documented_and_tested
@@ -124,7 +126,10 @@ def test_broken_plugin_leaves_the_others_working():
     assert get_device("local:pennylane/lightning.qubit", wires=2).name == "lightning.qubit"
     out = _cli("plugins")
     assert out.returncode == 0
-    assert "fixture-broken (qbackends-fixture-broken): ImportError: qbackends_fixture_broken needs the package 'not-installed-sdk'" in out.stdout
+    assert (
+        "fixture-broken (qbackends-fixture-broken): ImportError: qbackends_fixture_broken needs the package 'not-installed-sdk'"
+        in out.stdout
+    )
 
 
 def test_asking_for_a_failed_plugins_provider_shows_its_error():
@@ -137,12 +142,18 @@ def test_duplicate_name_is_refused_naming_both_plugins():
     assert registry.owners["pennylane/lightning.qubit"] == "pennylane"
     assert registry.backends["pennylane/lightning.qubit"].device_name == "lightning.qubit"
     failure = next(f for f in registry.failures if f.plugin == "fixture-duplicate")
-    assert "Plugin 'fixture-duplicate' registered 'local:pennylane/lightning.qubit', which plugin 'pennylane' registered already" in failure.error
+    assert (
+        "Plugin 'fixture-duplicate' registered 'local:pennylane/lightning.qubit', which plugin 'pennylane' registered already"
+        in failure.error
+    )
     assert registry.owners["fixture/dup.qubit"] == "fixture-duplicate"  # its other registration stands
 
 
 def test_backend_failing_at_construction_gets_the_typed_error():
-    with pytest.raises(BackendUnavailableError, match="local:fixture/failing.qubit failed at construction: RuntimeError: .*CUDA driver version is insufficient"):
+    with pytest.raises(
+        BackendUnavailableError,
+        match="local:fixture/failing.qubit failed at construction: RuntimeError: .*CUDA driver version is insufficient",
+    ):
         get_device("local:fixture/failing.qubit", wires=2)
     out = _cli("run", "qaoa", "--device", "local:fixture/failing.qubit", "--nodes", "4", "--edges", "3", "--quiet")
     assert out.returncode == 2

@@ -109,7 +109,9 @@ def test_adam_matches_pennylane_adam():
 def test_hyperparameters_are_braket_strings():
     from qbackends.hybridjob import config_from_hyperparameters
 
-    config = config_from_hyperparameters(qaoa.Config, {"nodes": "10", "stepsize": "0.05", "optimizer": "gd", "graph_file": "g.txt"})
+    config = config_from_hyperparameters(
+        qaoa.Config, {"nodes": "10", "stepsize": "0.05", "optimizer": "gd", "graph_file": "g.txt"}
+    )
     assert (config.nodes, config.stepsize, config.optimizer, config.graph_file) == (10, 0.05, "gd", "g.txt")
     with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
         config_from_hyperparameters(qaoa.Config, {"p": "2"})
@@ -161,9 +163,27 @@ def test_resume_refuses_another_configuration(tmp_path):
 
 def test_cli_writes_results_and_plot(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--device", "lightning.qubit", "--nodes", "6", "--edges", "8",
-         "--iterations", "3", "--results-dir", str(tmp_path), "--quiet"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "run",
+            "qaoa",
+            "--device",
+            "lightning.qubit",
+            "--nodes",
+            "6",
+            "--edges",
+            "8",
+            "--iterations",
+            "3",
+            "--results-dir",
+            str(tmp_path),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "lightning.qubit: expected cut" in out.stdout
     result = json.loads((tmp_path / "qaoa-results.json").read_text())
@@ -172,6 +192,11 @@ def test_cli_writes_results_and_plot(tmp_path):
 
 
 def test_cli_bad_input_is_one_line():
-    out = subprocess.run([sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--nodes", "4", "--edges", "9"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--nodes", "4", "--edges", "9"], capture_output=True, text=True
+    )
     assert out.returncode == 2
-    assert out.stderr.strip() == "qbackends: error: edges=9 does not fit a simple graph on 4 nodes (at most 6). Fix: pass fewer --edges or more --nodes."
+    assert (
+        out.stderr.strip()
+        == "qbackends: error: edges=9 does not fit a simple graph on 4 nodes (at most 6). Fix: pass fewer --edges or more --nodes."
+    )

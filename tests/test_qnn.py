@@ -97,7 +97,9 @@ def test_user_csv_with_other_feature_count(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.uniform(size=(40, 10))
     labels = np.where(x[:, 0] > 0.5, "M", "R")
-    (tmp_path / "d.csv").write_text("\n".join(",".join(f"{v:.4f}" for v in row) + f",{lab}" for row, lab in zip(x, labels)))
+    (tmp_path / "d.csv").write_text(
+        "\n".join(",".join(f"{v:.4f}" for v in row) + f",{lab}" for row, lab in zip(x, labels, strict=True))
+    )
     result = qnn.train(qnn.Config(nwires=3, ndata=40, epochs=1, data=str(tmp_path / "d.csv")), "lightning.qubit")
     assert len(result["parameters"]["pre.weight"]) == 3 * 10
 
@@ -110,8 +112,28 @@ def _children(pid: int) -> list[int]:
 
 
 def test_a_dying_worker_ends_the_run_with_a_clear_error(tmp_path):
-    cmd = [sys.executable, "-m", "qbackends.cli", "run", "qnn", "--device", "lightning.qubit", "--nwires", "4", "--ndata", "64",
-           "--batch-size", "8", "--epochs", "200", "--workers", "2", "--quiet", "--results-dir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "qbackends.cli",
+        "run",
+        "qnn",
+        "--device",
+        "lightning.qubit",
+        "--nwires",
+        "4",
+        "--ndata",
+        "64",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "200",
+        "--workers",
+        "2",
+        "--quiet",
+        "--results-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     checkpoint = tmp_path / "checkpoints" / qnn.CHECKPOINT_FILE
     deadline = time.monotonic() + 120
@@ -137,10 +159,27 @@ def test_qnn_module_runs_as_a_job_with_input_data(tmp_path):
     (tmp_path / "sonar-subset.csv").write_text(data)
     (tmp_path / "hp.json").write_text(json.dumps({"nwires": 3, "ndata": 52, "epochs": 1}))
     subprocess.run(
-        [sys.executable, "-m", "qbackends.cli", "job", "run", "qbackends.workloads.qnn", "--device", "local:pennylane/lightning.qubit",
-         "--hyperparameters", str(tmp_path / "hp.json"), "--input-data", f"train={tmp_path / 'sonar-subset.csv'}",
-         "--job-name", "qnn", "--jobs-dir", str(tmp_path)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "job",
+            "run",
+            "qbackends.workloads.qnn",
+            "--device",
+            "local:pennylane/lightning.qubit",
+            "--hyperparameters",
+            str(tmp_path / "hp.json"),
+            "--input-data",
+            f"train={tmp_path / 'sonar-subset.csv'}",
+            "--job-name",
+            "qnn",
+            "--jobs-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result = json.loads((tmp_path / "qnn/results/results.json").read_text())["dataDictionary"]
     assert result["config"]["data"].endswith("sonar-subset.csv") and result["train_rows"] + result["test_rows"] == 52
@@ -149,9 +188,27 @@ def test_qnn_module_runs_as_a_job_with_input_data(tmp_path):
 
 def test_sweep_writes_table_and_plot(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "qbackends.cli", "sweep", "qnn", "--device", "lightning.qubit", "--nwires", "2,3", "--ndata", "32",
-         "--epochs", "1", "--quiet", "--results-dir", str(tmp_path)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "sweep",
+            "qnn",
+            "--device",
+            "lightning.qubit",
+            "--nwires",
+            "2,3",
+            "--ndata",
+            "32",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     rows = json.loads((tmp_path / "qnn-sweep.json").read_text())
     assert [r["nwires"] for r in rows] == [2, 3]

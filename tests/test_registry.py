@@ -11,7 +11,15 @@ from qbackends.devicestring import parse
 from qbackends.errors import UnknownBackendError
 from qbackends.registry import build_registry
 
-BUILTINS = {"default.qubit", "lightning.qubit", "lightning.gpu", "lightning.kokkos", "lightning.amdgpu", "lightning.tensor", "fused.qubit"}
+BUILTINS = {
+    "default.qubit",
+    "lightning.qubit",
+    "lightning.gpu",
+    "lightning.kokkos",
+    "lightning.amdgpu",
+    "lightning.tensor",
+    "fused.qubit",
+}
 
 
 def test_builtins_come_through_the_public_entry_point_group():

@@ -42,7 +42,7 @@ def to_z_basis(tape: Any) -> tuple[Any, Any]:
         (r,), fn = qml.transforms.diagonalize_measurements(t, supported_base_obs={qml.Z, qml.Identity})
         rotated.append(r)
         fns.append(fn)
-    return rotated, lambda results: split([fn((res,)) for fn, res in zip(fns, results)])
+    return rotated, lambda results: split([fn((res,)) for fn, res in zip(fns, results, strict=True)])
 
 
 class FusedQubit(Device):
@@ -73,7 +73,9 @@ class FusedQubit(Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         pipeline = qml.CompilePipeline()
         pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
-        pipeline.add_transform(validate_measurements, analytic_measurements=_analytic, sample_measurements=lambda m: False, name=self.name)
+        pipeline.add_transform(
+            validate_measurements, analytic_measurements=_analytic, sample_measurements=lambda m: False, name=self.name
+        )
         pipeline.add_transform(to_z_basis)
         pipeline.add_transform(decompose, stopping_condition=lambda op: op.name in SUPPORTED, name=self.name)
         pipeline.add_transform(qml.transforms.broadcast_expand)
@@ -96,7 +98,9 @@ class FusedQubit(Device):
         return tuple(self._simulate(tape)[0] for tape in circuits)
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        results, jacobians = zip(*(self._simulate(tape, gradient=True) for tape in circuits)) if circuits else ((), ())
+        results, jacobians = (
+            zip(*(self._simulate(tape, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
+        )
         return tuple(results), tuple(jacobians)
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
@@ -138,9 +142,12 @@ class FusedQubit(Device):
         rep = obs.pauli_rep
         if rep is None or any(letter not in ("Z", "I") for word in rep for letter in word.values()):
             raise UnsupportedOptionError(
-                f"qbackends.fused.qubit measures sums of Pauli-Z products; got {obs}.", "measure Z-basis observables (others are rotated when they commute)."
+                f"qbackends.fused.qubit measures sums of Pauli-Z products; got {obs}.",
+                "measure Z-basis observables (others are rotated when they commute).",
             )
-        masks = np.array([sum(1 << (n - 1 - index[w]) for w, letter in word.items() if letter == "Z") for word in rep], dtype=np.int64)
+        masks = np.array(
+            [sum(1 << (n - 1 - index[w]) for w, letter in word.items() if letter == "Z") for word in rep], dtype=np.int64
+        )
         coefs = np.array([float(np.real(c)) for c in rep.values()])
         return self._diagonals.get(n, masks, coefs)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as K
-from .program import Cnot, DiagonalBlock, ProductLayer, Segment
+from .program import DiagonalBlock, ProductLayer, Segment
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
         c[g] = coefs[members] @ _z_table(m_lo[members], low_bits)
         group[members] = g
     kind[both] = 3
-    return Tables(low_bits, a, m_hi[high_only].astype(np.int64), coefs[high_only].astype(float), gmask.astype(np.int64), c, kind, group)
+    return Tables(
+        low_bits, a, m_hi[high_only].astype(np.int64), coefs[high_only].astype(float), gmask.astype(np.int64), c, kind, group
+    )
 
 
 class DiagonalCache:
@@ -99,10 +101,16 @@ def _layer_passes(layer: ProductLayer, nwires: int):
         gates = (low if index == 0 else []) + group
         tile_bits = [b if b < low_bits else low_bits + chosen.index(b) for b, _ in gates]
         mats = np.array([g[0] for _, g in gates], dtype=complex).reshape(-1, 2, 2)
-        passes.append((
-            np.array(chosen, dtype=np.int64), np.array(rest, dtype=np.int64), mats,
-            np.array(tile_bits, dtype=np.int64), np.array([g[2] for _, g in gates], dtype=np.int8), [g[1] for _, g in gates],
-        ))
+        passes.append(
+            (
+                np.array(chosen, dtype=np.int64),
+                np.array(rest, dtype=np.int64),
+                mats,
+                np.array(tile_bits, dtype=np.int64),
+                np.array([g[2] for _, g in gates], dtype=np.int8),
+                [g[1] for _, g in gates],
+            )
+        )
     return low_bits, passes
 
 
@@ -165,7 +173,7 @@ def adjoint_gradient(segments: list[Segment], nparams: int, phi: np.ndarray, lam
             K.diag_adjoint(phi, lam, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, rowsum, moments, nthreads)
             m = moments.sum(axis=0)
             low_mask = (1 << t.low_bits) - 1
-            for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas)):
+            for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
                 if param < 0 or alpha == 0.0:
                     continue
                 kind = t.kind[i]

@@ -12,9 +12,6 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-
-
-
 DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # 2048 amplitudes per run: 32 KiB of complex128, cache-resident
 TILE_HIGH_BITS = 5  # high bits handled per tile: 32 runs, 1 MiB
@@ -92,8 +89,8 @@ def diag_adjoint(phi, lam, low_bits, table_a, bmask, bcoef, gmask, table_c, rows
             off = hi * size
             total = 0.0
             for lo in range(size):
-                p, l = phi[off + lo], lam[off + lo]
-                q = l.real * p.imag - l.imag * p.real
+                p, lm = phi[off + lo], lam[off + lo]
+                q = lm.real * p.imag - lm.imag * p.real
                 total += q
                 moments[t, 0, lo] += q
                 for g in range(gmask.size):
@@ -101,7 +98,7 @@ def diag_adjoint(phi, lam, low_bits, table_a, bmask, bcoef, gmask, table_c, rows
                 a = -angles[lo]
                 phase = complex(np.cos(a), np.sin(a))
                 phi[off + lo] = p * phase
-                lam[off + lo] = l * phase
+                lam[off + lo] = lm * phase
             rowsum[hi] = total
 
 

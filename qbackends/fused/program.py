@@ -26,8 +26,18 @@ DIAGONAL_TERMS = {
     "IsingZZ": lambda w: [((w[0], w[1]), -HALF, 0.0)],
     "PhaseShift": lambda w: [((), HALF, 0.0), ((w[0],), -HALF, 0.0)],
     "CRZ": lambda w: [((w[1],), -QUARTER, 0.0), ((w[0], w[1]), QUARTER, 0.0)],
-    "ControlledPhaseShift": lambda w: [((), QUARTER, 0.0), ((w[0],), -QUARTER, 0.0), ((w[1],), -QUARTER, 0.0), ((w[0], w[1]), QUARTER, 0.0)],
-    "CZ": lambda w: [((), 0.0, math.pi / 4), ((w[0],), 0.0, -math.pi / 4), ((w[1],), 0.0, -math.pi / 4), ((w[0], w[1]), 0.0, math.pi / 4)],
+    "ControlledPhaseShift": lambda w: [
+        ((), QUARTER, 0.0),
+        ((w[0],), -QUARTER, 0.0),
+        ((w[1],), -QUARTER, 0.0),
+        ((w[0], w[1]), QUARTER, 0.0),
+    ],
+    "CZ": lambda w: [
+        ((), 0.0, math.pi / 4),
+        ((w[0],), 0.0, -math.pi / 4),
+        ((w[1],), 0.0, -math.pi / 4),
+        ((w[0], w[1]), 0.0, math.pi / 4),
+    ],
     "PauliZ": lambda w: [((), 0.0, math.pi / 2), ((w[0],), 0.0, -math.pi / 2)],
     "S": lambda w: [((), 0.0, math.pi / 4), ((w[0],), 0.0, -math.pi / 4)],
     "T": lambda w: [((), 0.0, math.pi / 8), ((w[0],), 0.0, -math.pi / 8)],
@@ -126,7 +136,14 @@ def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple
         elif name in FIXED_SINGLE or name in ROTATIONS:
             w = wires[0]
             start = last_any.get(w, -1)
-            target = next((i for i in range(start + 1, len(segments)) if isinstance(segments[i], ProductLayer) and w not in segments[i].wires), None)
+            target = next(
+                (
+                    i
+                    for i in range(start + 1, len(segments))
+                    if isinstance(segments[i], ProductLayer) and w not in segments[i].wires
+                ),
+                None,
+            )
             if target is None:
                 segments.append(ProductLayer())
                 target = len(segments) - 1

@@ -39,14 +39,18 @@ def register(sub: Any) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the last finished epoch")
     p.set_defaults(func=cmd_run_qnn)
 
-    sweep = sub.add_parser("sweep", help="train one model per setting").add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    sweep = sub.add_parser("sweep", help="train one model per setting").add_subparsers(
+        dest="workload", required=True, metavar="WORKLOAD"
+    )
     p = sweep.add_parser("qnn", help="one dressed QNN per qubit count: accuracy and time against qubits")
     _qnn_options(p)
     p.add_argument("--nwires", default="3,4,6,8,10", help="comma-separated qubit counts")
     p.add_argument("--results-dir", default="results/qnn-sweep")
     p.set_defaults(func=cmd_sweep_qnn)
 
-    job = sub.add_parser("job", help="run a hybrid-job script locally").add_subparsers(dest="job_command", required=True, metavar="ACTION")
+    job = sub.add_parser("job", help="run a hybrid-job script locally").add_subparsers(
+        dest="job_command", required=True, metavar="ACTION"
+    )
     p = job.add_parser("run", help="run ENTRY_POINT with the Amazon Braket Hybrid Jobs environment")
     p.add_argument("entry_point", metavar="ENTRY_POINT", help="script.py, package.module or package.module:function")
     p.add_argument("--device", default="auto")
@@ -85,10 +89,22 @@ def _qnn_config(args: argparse.Namespace, nwires: int) -> Any:
 
 
 def _check_workers(workers: int) -> None:
+    import os
+
     from ..errors import WorkloadInputError
 
     if workers < 1:
         raise WorkloadInputError(f"--workers {workers} must be at least 1.", "pass --workers 1 or more.")
+    if workers > 1 and "RANK" in os.environ:
+        raise WorkloadInputError(
+            f"--workers {workers} under torchrun: torchrun already started the processes.", "pass --workers 1 under torchrun."
+        )
+
+
+def _is_rank_zero() -> bool:
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
 
 
 def cmd_run_qnn(args: argparse.Namespace) -> int:
@@ -99,6 +115,8 @@ def cmd_run_qnn(args: argparse.Namespace) -> int:
     config.validate()
     checkpoint_dir = args.checkpoint_dir or str(Path(args.results_dir) / "checkpoints")
     result = qnn.launch(config, args.device, args.workers, args.results_dir, checkpoint_dir, args.resume, args.quiet)
+    if not _is_rank_zero():
+        return 0
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result["phase_seconds"].items())
     print(
         f"{result['device']} x{result['workers']}: held-out accuracy {result['test_accuracy']:.3f} "
@@ -119,7 +137,9 @@ def cmd_sweep_qnn(args: argparse.Namespace) -> int:
     try:
         counts = [int(n) for n in str(args.nwires).split(",") if n.strip()]
     except ValueError:
-        raise WorkloadInputError(f"--nwires {args.nwires!r} is not a comma-separated list of integers.", "pass e.g. --nwires 3,4,6,8,10.") from None
+        raise WorkloadInputError(
+            f"--nwires {args.nwires!r} is not a comma-separated list of integers.", "pass e.g. --nwires 3,4,6,8,10."
+        ) from None
     configs = [_qnn_config(args, n) for n in counts]
     for config in configs:
         config.validate()
@@ -128,15 +148,24 @@ def cmd_sweep_qnn(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         out = str(Path(args.results_dir) / f"nwires-{config.nwires}")
         result = qnn.launch(config, args.device, args.workers, out, None, False, args.quiet)
-        rows.append({
-            "nwires": config.nwires, "test_accuracy": result["test_accuracy"], "best_test_accuracy": result["best_test_accuracy"],
-            "seconds": time.perf_counter() - start, "quantum_seconds": result["phase_seconds"]["quantum"], "device": result["device"],
-        })
+        rows.append(
+            {
+                "nwires": config.nwires,
+                "test_accuracy": result["test_accuracy"],
+                "best_test_accuracy": result["best_test_accuracy"],
+                "seconds": time.perf_counter() - start,
+                "quantum_seconds": result["phase_seconds"]["quantum"],
+                "device": result["device"],
+            }
+        )
         print(f"nwires {config.nwires}: accuracy {result['test_accuracy']:.3f}, {rows[-1]['seconds']:.1f} s")
     results = Path(args.results_dir)
     atomic_write_json(results / "qnn-sweep.json", rows)
     table = ["| qubits | held-out accuracy | best | seconds | quantum seconds |", "|---|---|---|---|---|"]
-    table += [f"| {r['nwires']} | {r['test_accuracy']:.3f} | {r['best_test_accuracy']:.3f} | {r['seconds']:.1f} | {r['quantum_seconds']:.1f} |" for r in rows]
+    table += [
+        f"| {r['nwires']} | {r['test_accuracy']:.3f} | {r['best_test_accuracy']:.3f} | {r['seconds']:.1f} | {r['quantum_seconds']:.1f} |"
+        for r in rows
+    ]
     text = "\n".join(table) + "\n"
     atomic_write(results / "qnn-sweep.md", lambda fh: fh.write(text.encode()))
     print(text, end="")
@@ -197,13 +226,18 @@ def cmd_run_qaoa(args: argparse.Namespace) -> int:
     print(
         f"{result['device']}: expected cut {result['expected_cut']:.4f} of max {result['max_cut']} "
         f"(ratio {result['approximation_ratio']:.3f}), most probable cut {result['most_probable_cut']:g}, "
-        f"{result['seconds_per_iteration']:.3f} s/iteration" if result["approximation_ratio"] is not None
+        f"{result['seconds_per_iteration']:.3f} s/iteration"
+        if result["approximation_ratio"] is not None
         else f"{result['device']}: expected cut {result['expected_cut']:.4f}"
     )
     print(f"results: {out}")
     if not args.no_plot:
         try:
-            png = qaoa.plot_costs(result["costs"], results_dir / "qaoa-costs.png", f"QAOA MaxCut, {config.nodes} nodes, p={config.layers}, {result['device']}")
+            png = qaoa.plot_costs(
+                result["costs"],
+                results_dir / "qaoa-costs.png",
+                f"QAOA MaxCut, {config.nodes} nodes, p={config.layers}, {result['device']}",
+            )
             print(f"plot: {png}")
         except ImportError:
             print("plot skipped: matplotlib is not installed (pip install 'qbackends[plot]')")

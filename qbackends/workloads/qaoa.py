@@ -46,9 +46,13 @@ class Config:
 
     def validate(self) -> None:
         if self.optimizer not in OPTIMIZERS:
-            raise WorkloadInputError(f"optimizer {self.optimizer!r} is unknown; choices: {', '.join(OPTIMIZERS)}.", "pass --optimizer adam or gd.")
+            raise WorkloadInputError(
+                f"optimizer {self.optimizer!r} is unknown; choices: {', '.join(OPTIMIZERS)}.", "pass --optimizer adam or gd."
+            )
         if self.formulation not in FORMULATIONS:
-            raise WorkloadInputError(f"formulation {self.formulation!r} is unknown; choices: {', '.join(FORMULATIONS)}.", "pass --formulation fast.")
+            raise WorkloadInputError(
+                f"formulation {self.formulation!r} is unknown; choices: {', '.join(FORMULATIONS)}.", "pass --formulation fast."
+            )
         for name in ("layers", "iterations"):
             if getattr(self, name) < 1:
                 raise WorkloadInputError(f"{name}={getattr(self, name)} must be at least 1.", f"pass --{name} 1 or more.")
@@ -89,7 +93,9 @@ def read_edge_list(path: str | Path) -> Graph:
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
-        raise WorkloadInputError(f"Graph file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing edge-list file.") from exc
+        raise WorkloadInputError(
+            f"Graph file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing edge-list file."
+        ) from exc
     edges: dict[tuple[int, int], float] = {}
     for number, line in enumerate(lines, start=1):
         fields = line.split("#", 1)[0].split()
@@ -103,7 +109,10 @@ def read_edge_list(path: str | Path) -> Graph:
             if u < 0 or v < 0 or u == v or not math.isfinite(weight):
                 raise ValueError("nodes must be distinct non-negative integers and the weight finite")
         except ValueError as exc:
-            raise WorkloadInputError(f"Graph file {str(path)!r}, line {number}: {exc}: {line.strip()!r}.", "write one edge per line as 'u v' or 'u v weight'.") from None
+            raise WorkloadInputError(
+                f"Graph file {str(path)!r}, line {number}: {exc}: {line.strip()!r}.",
+                "write one edge per line as 'u v' or 'u v weight'.",
+            ) from None
         edges[(min(u, v), max(u, v))] = weight
     if not edges:
         raise WorkloadInputError(f"Graph file {str(path)!r} has no edges.", "write one edge per line as 'u v' or 'u v weight'.")
@@ -311,7 +320,9 @@ def _load_checkpoint(path: Path, config: Config) -> Progress | None:
         raise WorkloadInputError(f"Checkpoint {str(path)!r} is unreadable: {exc}.", "remove it to start over.") from exc
 
 
-def _results(config: Config, graph: Graph, dev: Any, progress: Progress, final_energy: float, probs: np.ndarray) -> dict[str, Any]:
+def _results(
+    config: Config, graph: Graph, dev: Any, progress: Progress, final_energy: float, probs: np.ndarray
+) -> dict[str, Any]:
     best = int(np.argmax(probs))
     bits = format(best, f"0{graph.nodes}b")
     result: dict[str, Any] = {

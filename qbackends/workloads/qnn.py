@@ -192,7 +192,9 @@ def train(
     ctx = context or init_distributed()
     data = sonar.load(config.data)
     if config.ndata > len(data):
-        raise WorkloadInputError(f"ndata={config.ndata} exceeds the {len(data)} rows of {data.source}.", f"pass --ndata {len(data)} or fewer.")
+        raise WorkloadInputError(
+            f"ndata={config.ndata} exceeds the {len(data)} rows of {data.source}.", f"pass --ndata {len(data)} or fewer."
+        )
     rows = np.sort(np.random.default_rng(config.seed).permutation(len(data))[: config.ndata])
     features, labels = data.features[rows], data.labels[rows]
     train_idx, test_idx = sonar.stratified_split(labels, config.test_fraction, config.seed)
@@ -235,7 +237,9 @@ def train(
 
         net = DistributedDataParallel(model)
         net.register_comm_hook(None, allreduce.hook)
-    sampler = DistributedSampler(TensorDataset(x_train, y_train), num_replicas=ctx.world, rank=ctx.rank, shuffle=True, seed=config.seed)
+    sampler = DistributedSampler(
+        TensorDataset(x_train, y_train), num_replicas=ctx.world, rank=ctx.rank, shuffle=True, seed=config.seed
+    )
     loader = DataLoader(TensorDataset(x_train, y_train), batch_size=local_batch, sampler=sampler)
     stopped_early = False
     for epoch in range(start_epoch, config.epochs + 1):
@@ -267,7 +271,16 @@ def train(
         epoch_seconds = time.perf_counter() - epoch_start
         train_loss = _global_mean(epoch_loss, seen, ctx)
         accuracy, test_loss = evaluate(model, loss_fn, x_test, y_test, ctx)
-        history.append({"epoch": epoch, "train_loss": train_loss, "test_loss": test_loss, "test_accuracy": accuracy, "lr": scheduler.get_last_lr()[0], "train_seconds": epoch_seconds})
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": train_loss,
+                "test_loss": test_loss,
+                "test_accuracy": accuracy,
+                "lr": scheduler.get_last_lr()[0],
+                "train_seconds": epoch_seconds,
+            }
+        )
         if accuracy > best:
             best, since_best = accuracy, 0
         else:
@@ -378,7 +391,17 @@ def _sum(values: list[float], ctx: Context) -> list[float]:
     return tensor.tolist()
 
 
-def _save_checkpoint(path: Path, config: Config, model: Any, optimizer: Any, scheduler: Any, epoch: int, history: list[dict[str, Any]], best: float, since_best: int) -> None:
+def _save_checkpoint(
+    path: Path,
+    config: Config,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    epoch: int,
+    history: list[dict[str, Any]],
+    best: float,
+    since_best: int,
+) -> None:
     import io
 
     import torch
@@ -390,7 +413,9 @@ def _save_checkpoint(path: Path, config: Config, model: Any, optimizer: Any, sch
         "scheduler": scheduler.state_dict(),
         "epoch": epoch,
         "torch_rng": torch.get_rng_state(),
-        "history": [[h["epoch"], h["train_loss"], h["test_loss"], h["test_accuracy"], h["lr"], h["train_seconds"]] for h in history],
+        "history": [
+            [h["epoch"], h["train_loss"], h["test_loss"], h["test_accuracy"], h["lr"], h["train_seconds"]] for h in history
+        ],
         "best": best,
         "since_best": since_best,
     }
@@ -401,7 +426,7 @@ def _save_checkpoint(path: Path, config: Config, model: Any, optimizer: Any, sch
 
 def _history_from(state: dict[str, Any]) -> list[dict[str, Any]]:
     keys = ("epoch", "train_loss", "test_loss", "test_accuracy", "lr", "train_seconds")
-    return [dict(zip(keys, row)) for row in state["history"]]
+    return [dict(zip(keys, row, strict=True)) for row in state["history"]]
 
 
 def _same_run(saved: Any, config: Config) -> bool:
@@ -419,14 +444,19 @@ def _load_checkpoint(path: Path, config: Config) -> dict[str, Any]:
     except Exception as exc:
         raise WorkloadInputError(f"Checkpoint {str(path)!r} is unreadable: {exc}.", "remove it to start over.") from exc
     if not _same_run(state.get("config"), config):
-        raise WorkloadInputError(f"Checkpoint {str(path)!r} is of another configuration ({state.get('config')}).", "resume with the same options, or remove the checkpoint.")
+        raise WorkloadInputError(
+            f"Checkpoint {str(path)!r} is of another configuration ({state.get('config')}).",
+            "resume with the same options, or remove the checkpoint.",
+        )
     return state
 
 
 # ---- entry points ---------------------------------------------------------------------------
 
 
-def worker(config_json: dict[str, Any], device: str | None, results_dir: str, checkpoint_dir: str | None, resume: bool, quiet: bool) -> dict[str, Any]:
+def worker(
+    config_json: dict[str, Any], device: str | None, results_dir: str, checkpoint_dir: str | None, resume: bool, quiet: bool
+) -> dict[str, Any]:
     """What each process runs (under torchrun or ``elastic_launch``); rank 0 writes the results."""
     import torch
 
@@ -436,7 +466,9 @@ def worker(config_json: dict[str, Any], device: str | None, results_dir: str, ch
     torch.set_num_threads(threads)
     bars = _Progress(config, quiet or not ctx.main)
     try:
-        result = train(config, device, checkpoint_dir=checkpoint_dir, resume=resume, context=ctx, on_batch=bars.batch, on_epoch=bars.epoch)
+        result = train(
+            config, device, checkpoint_dir=checkpoint_dir, resume=resume, context=ctx, on_batch=bars.batch, on_epoch=bars.epoch
+        )
     finally:
         bars.close()
     if ctx.main:
@@ -472,7 +504,16 @@ class _Progress:
         self.epochs.close()
 
 
-def launch(config: Config, device: str | None, workers: int, results_dir: str, checkpoint_dir: str | None, resume: bool, quiet: bool = False, monitor_interval: float = 0.5) -> dict[str, Any]:
+def launch(
+    config: Config,
+    device: str | None,
+    workers: int,
+    results_dir: str,
+    checkpoint_dir: str | None,
+    resume: bool,
+    quiet: bool = False,
+    monitor_interval: float = 0.5,
+) -> dict[str, Any]:
     """Train on ``workers`` local processes through torch's elastic launcher (what torchrun runs)."""
     config.validate()
     args = (asdict(config), device, results_dir, checkpoint_dir, resume, quiet)
@@ -482,12 +523,20 @@ def launch(config: Config, device: str | None, workers: int, results_dir: str, c
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     launch_config = LaunchConfig(
-        min_nodes=1, max_nodes=1, nproc_per_node=workers, run_id=f"qbackends-qnn-{os.getpid()}",
-        rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0, monitor_interval=monitor_interval,
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=workers,
+        run_id=f"qbackends-qnn-{os.getpid()}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        max_restarts=0,
+        monitor_interval=monitor_interval,
         start_method="spawn",
     )
     import logging
 
+    # One OpenMP thread team per worker, sharing the cores: oversubscription stalls the all-reduce.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     # The launcher logs a failed worker with a traceback; the error below says it in one line.
     for name in ("torch.distributed.elastic", "torch.multiprocessing.spawn"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -520,7 +569,9 @@ def main() -> int:
     checkpoint_dir = str(env.checkpoint_dir) if env.checkpoint_dir else None
     result = launch(config, env.device, workers, results_dir, checkpoint_dir, resume=checkpoint_dir is not None, quiet=True)
     save_job_result(result, env)
-    print(f"qnn: held-out accuracy {result['test_accuracy']:.3f} (majority class {result['majority_class_rate']:.3f}) on {result['device']}")
+    print(
+        f"qnn: held-out accuracy {result['test_accuracy']:.3f} (majority class {result['majority_class_rate']:.3f}) on {result['device']}"
+    )
     return 0
 
 

@@ -37,12 +37,16 @@ def load(path: str | Path | None = None) -> Dataset:
     if path is None:
         data = parse(sonar_text(), "sonar.all-data (UCI, CC BY 4.0)")
         if data.features.shape != (SONAR_ROWS, SONAR_FEATURES):
-            raise WorkloadInputError(f"The shipped Sonar data has shape {data.features.shape}, not (208, 60).", "reinstall qbackends.")
+            raise WorkloadInputError(
+                f"The shipped Sonar data has shape {data.features.shape}, not (208, 60).", "reinstall qbackends."
+            )
         return data
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise WorkloadInputError(f"Data file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing CSV file.") from exc
+        raise WorkloadInputError(
+            f"Data file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing CSV file."
+        ) from exc
     return parse(text, str(path))
 
 
@@ -57,10 +61,13 @@ def parse(text: str, source: str) -> Dataset:
         if width is None:
             width = len(fields)
             if width < 2:
-                raise WorkloadInputError(f"{source}, line {number}: one column; expected features then a label.", "write 'f1,f2,...,M' rows.")
+                raise WorkloadInputError(
+                    f"{source}, line {number}: one column; expected features then a label.", "write 'f1,f2,...,M' rows."
+                )
         if len(fields) != width:
             raise WorkloadInputError(
-                f"{source}, line {number}: {len(fields)} columns where line 1 has {width}.", "give every row the same number of features."
+                f"{source}, line {number}: {len(fields)} columns where line 1 has {width}.",
+                "give every row the same number of features.",
             )
         values = []
         for column, field in enumerate(fields[:-1], start=1):
@@ -69,12 +76,15 @@ def parse(text: str, source: str) -> Dataset:
             except ValueError:
                 value = math.nan
             if not math.isfinite(value):
-                raise WorkloadInputError(f"{source}, line {number}, column {column}: {field!r} is not a finite number.", "fix or remove that row.")
+                raise WorkloadInputError(
+                    f"{source}, line {number}, column {column}: {field!r} is not a finite number.", "fix or remove that row."
+                )
             values.append(value)
         label = fields[-1]
         if label not in LABELS:
             raise WorkloadInputError(
-                f"{source}, line {number}, column {width}: label {label!r} is not one of M, R.", "label each row M (mine) or R (rock)."
+                f"{source}, line {number}, column {width}: label {label!r} is not one of M, R.",
+                "label each row M (mine) or R (rock).",
             )
         rows.append(values)
         labels.append(LABELS[label])

@@ -5,5 +5,14 @@ from qbackends import Backend, hookimpl
 
 @hookimpl
 def register_backends(register):
-    register(Backend("fixture", "dup.qubit", "default.qubit", "pennylane", preference=-1, description="fixture: default.qubit under another name"))
+    register(
+        Backend(
+            "fixture",
+            "dup.qubit",
+            "default.qubit",
+            "pennylane",
+            preference=-1,
+            description="fixture: default.qubit under another name",
+        )
+    )
     register(Backend("pennylane", "lightning.qubit", "default.qubit", "pennylane", description="fixture: a clash"))

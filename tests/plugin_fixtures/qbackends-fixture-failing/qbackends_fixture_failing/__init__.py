@@ -9,5 +9,14 @@ def create(wires=None, **options):
 
 @hookimpl
 def register_backends(register):
-    register(Backend("fixture", "failing.qubit", "failing.qubit", "pennylane", preference=-1, create=create,
-                     description="fixture: fails at construction"))
+    register(
+        Backend(
+            "fixture",
+            "failing.qubit",
+            "failing.qubit",
+            "pennylane",
+            preference=-1,
+            create=create,
+            description="fixture: fails at construction",
+        )
+    )
