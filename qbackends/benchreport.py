@@ -144,12 +144,9 @@ def format_table(table: list[Row]) -> str:
 
 def plot(table: list[Row], path: str | Path) -> Path:
     """Time against size, log scale, one line per backend (per group)."""
-    import matplotlib
+    from .plotting import figure, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = figure(7, 4.5)
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     multi = len({r.group for r in table}) > 1
     for r in table:
@@ -162,11 +159,4 @@ def plot(table: list[Row], path: str | Path) -> Path:
     ax.set_ylabel("median seconds per iteration")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_png(fig, path)

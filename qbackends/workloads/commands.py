@@ -177,12 +177,9 @@ def cmd_sweep_qnn(args: argparse.Namespace) -> int:
 
 
 def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:
-    import matplotlib
+    from ..plotting import figure, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = figure()
     qubits = [r["nwires"] for r in rows]
     ax.plot(qubits, [r["test_accuracy"] for r in rows], "o-", color="tab:blue", label="held-out accuracy")
     ax.set_xlabel("qubits")
@@ -191,13 +188,7 @@ def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:
     twin.plot(qubits, [r["seconds"] for r in rows], "s--", color="tab:red", label="training time")
     twin.set_ylabel("training time (s)", color="tab:red")
     ax.set_title("Dressed QNN on Sonar: accuracy and time against qubits")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_png(fig, path)
 
 
 def cmd_run_qaoa(args: argparse.Namespace) -> int:

@@ -350,25 +350,15 @@ def _results(
 
 def plot_costs(costs: Sequence[float], path: str | Path, title: str) -> Path:
     """A PNG of the cost trace."""
-    import matplotlib
+    from ..plotting import figure, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = figure()
     ax.plot(range(1, len(costs) + 1), costs, marker="o", markersize=3)
     ax.set_xlabel("iteration")
     ax.set_ylabel("cost ⟨H_C⟩")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(out)
-    return out
+    return save_png(fig, path)
 
 
 def main() -> int:
