@@ -67,7 +67,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     )
     caps = capabilities.evaluate(backend, facts, args.precision, args.diff_method)
     need = capabilities.working_set_bytes(backend, args.wires, args.precision, args.diff_method) if args.wires else None
-    fits = None if need is None or caps.max_wires is None else args.wires <= caps.max_wires
+    fits = None if need is None or caps.max_wires is None or not caps.ok else args.wires <= caps.max_wires
     from .decompositions import build_ruleset
 
     rules = build_ruleset(registry.rules(), backend.key, caps.operations).names
@@ -92,10 +92,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         ("memory available", f"{caps.memory_available / 2**30:.1f} GiB"),
         ("max qubits", caps.max_wires if caps.max_wires is not None else "no state-vector limit"),
     ]
-    if args.wires:
-        rows.append(
-            (f"{args.wires} qubits need", f"{need / 2**30:.3g} GiB: {'fits' if fits or fits is None else 'does NOT fit'}")
-        )
+    if need is not None:
+        rows.append((f"{args.wires} qubits need", f"{need / 2**30:.3g} GiB: {_verdict(fits, caps.ok)}"))
     rows += [
         ("native operations", f"{len(ops.native)} ({ops.source})"),
         ("adjoint cannot differentiate", ", ".join(sorted(set(ops.native) - set(ops.adjoint_differentiable))) or "-"),
@@ -103,6 +101,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
     ]
     print(_table(rows, ("probe", args.spec)))
     return 0 if caps.ok and fits is not False else 1
+
+
+def _verdict(fits: bool | None, ok: bool) -> str:
+    if not ok:
+        return "(the backend cannot run here)"
+    return "does NOT fit" if fits is False else "fits"
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:

@@ -185,15 +185,15 @@ def prepare_job(
     hps = read_hyperparameters(Path(hyperparameters)) if hyperparameters else {}
     channels: dict[str, Path] = {}
     for item in input_data:
-        channel, sep, source = item.partition("=")
-        if not sep or not _CHANNEL.fullmatch(channel) or not source:
+        channel, sep, given = item.partition("=")
+        if not sep or not _CHANNEL.fullmatch(channel) or not given:
             raise WorkloadInputError(
                 f"--input-data {item!r} is not CHANNEL=PATH (channel: letters, digits, '.', '-', '_').",
                 "pass e.g. --input-data input=data/graph.txt.",
             )
-        if not Path(source).exists():
-            raise WorkloadInputError(f"--input-data {item!r}: {source!r} does not exist.", "pass an existing file or folder.")
-        channels[channel] = Path(source)
+        if not Path(given).exists():
+            raise WorkloadInputError(f"--input-data {item!r}: {given!r} does not exist.", "pass an existing file or folder.")
+        channels[channel] = Path(given)
 
     root = Path(jobs_dir) / name
     layout = JobLayout(

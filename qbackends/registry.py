@@ -143,18 +143,19 @@ def build_registry(entry_points: Iterable[metadata.EntryPoint] | None = None, on
     if entry_points is None:
         entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
     wanted = _selected(only if only is not None else os.environ.get(PLUGINS_ENV))
-    registry = Registry(manager=pluggy.PluginManager(hookspecs.PROJECT))
-    registry.manager.add_hookspecs(hookspecs)
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    registry = Registry(manager=manager)
     for ep in sorted(entry_points, key=lambda e: (e.name != BUILTIN_PLUGIN, e.name)):
         if wanted is not None and ep.name not in wanted:
             continue
         dist = ep.dist.name if ep.dist is not None else "?"
         registry.plugins[ep.name] = dist
         try:
-            registry.manager.register(ep.load(), name=ep.name)
+            manager.register(ep.load(), name=ep.name)
         except Exception as exc:
             registry.failures.append(PluginFailure(ep.name, dist, _describe(exc), traceback.format_exc()))
-    for impl in registry.manager.hook.register_backends.get_hookimpls():
+    for impl in manager.hook.register_backends.get_hookimpls():
         registry._call_plugin(impl, functools.partial(_add_backend, registry, impl.plugin_name))
     return registry
 

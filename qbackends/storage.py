@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None]) -> Path:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> Path:
     """Write through ``write(fileobj)`` to a temporary file beside ``path``, fsync, then rename over it."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

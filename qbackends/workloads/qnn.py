@@ -237,7 +237,7 @@ def train(
 
         net = DistributedDataParallel(model)
         net.register_comm_hook(None, allreduce.hook)
-    sampler = DistributedSampler(
+    sampler: DistributedSampler[Any] = DistributedSampler(
         TensorDataset(x_train, y_train), num_replicas=ctx.world, rank=ctx.rank, shuffle=True, seed=config.seed
     )
     loader = DataLoader(TensorDataset(x_train, y_train), batch_size=local_batch, sampler=sampler)

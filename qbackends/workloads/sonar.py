@@ -96,10 +96,11 @@ def parse(text: str, source: str) -> Dataset:
 def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Train and test row indices, each class split in the same proportion, shuffled by ``seed``."""
     rng = np.random.default_rng(seed)
-    train, test = [], []
+    train: list[int] = []
+    test: list[int] = []
     for value in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == value))
         cut = int(round(len(members) * test_fraction))
         test.extend(members[:cut])
         train.extend(members[cut:])
-    return np.sort(np.array(train, dtype=int)), np.sort(np.array(test, dtype=int))
+    return np.sort(np.array(train, dtype=np.int64)), np.sort(np.array(test, dtype=np.int64))
