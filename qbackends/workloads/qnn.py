@@ -4,8 +4,8 @@ Model: Linear(features, nwires) -> (sigmoid(x) - 0.5)·2π -> TorchLayer(AngleEm
 Rot on every wire and CRot at ranges 1 and 3; a final Rot on wire 0; <Z0>; adjoint) -> Linear(1, 1).
 Loss: margin ranking against 0 with the ±1 labels (a hinge on y·output); Adam and StepLR.
 
-Data parallelism: DistributedDataParallel over DistributedSampler shards (gloo on CPU, nccl when the
-tensors live on CUDA); only rank 0 prints, checkpoints and writes results. By default the global
+Data parallelism: DistributedDataParallel over DistributedSampler shards, all-reduced with gloo (the
+model's tensors live on the host, even with lightning.gpu); only rank 0 prints, checkpoints and writes results. By default the global
 batch stays fixed (each of N workers takes batch/N); ``scale_lr`` keeps the per-worker batch and
 multiplies the learning rate by N instead.
 """
@@ -130,12 +130,12 @@ def init_distributed(timeout_s: float = 120.0) -> Context:
     """Join the process group torchrun set up (RANK, WORLD_SIZE, MASTER_ADDR...), if any."""
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         return Context()
-    import torch
     import torch.distributed as dist
 
-    backend = "nccl" if torch.cuda.is_available() and os.environ.get("QBACKENDS_QNN_CUDA") == "1" else "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        # The model's tensors live on the CPU (the simulator takes and returns host tensors, even
+        # lightning.gpu), so gradients are all-reduced with gloo; nccl would only add copies.
+        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
     return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), True)
 
 
