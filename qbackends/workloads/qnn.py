@@ -462,8 +462,7 @@ def worker(
 
     config = Config(**config_json)
     ctx = init_distributed()
-    threads = max(1, (os.cpu_count() or 1) // ctx.world)
-    torch.set_num_threads(threads)
+    _share_cores(ctx)
     bars = _Progress(config, quiet or not ctx.main)
     try:
         result = train(
@@ -478,6 +477,19 @@ def worker(
 
         dist.destroy_process_group()
     return result
+
+
+def _share_cores(ctx: Context) -> None:
+    """Give each local worker its own cores (no migrations, no oversubscription)."""
+    import torch
+
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world))
+    per = max(1, len(cores) // local_world) if cores else max(1, (os.cpu_count() or 1) // local_world)
+    if ctx.distributed and len(cores) >= local_world:
+        mine = cores[ctx.local_rank * per : (ctx.local_rank + 1) * per]
+        os.sched_setaffinity(0, mine)
+    torch.set_num_threads(per)
 
 
 class _Progress:
