@@ -458,7 +458,6 @@ def worker(
     config_json: dict[str, Any], device: str | None, results_dir: str, checkpoint_dir: str | None, resume: bool, quiet: bool
 ) -> dict[str, Any]:
     """What each process runs (under torchrun or ``elastic_launch``); rank 0 writes the results."""
-    import torch
 
     config = Config(**config_json)
     ctx = init_distributed()
