@@ -9,12 +9,14 @@ Everything else reaches the device untouched. Importing this module imports Penn
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pennylane as qml
 from pennylane.decomposition import DecompositionRule, gate_sets
+from pennylane.exceptions import DecompositionWarning
 from pennylane.transforms.core import BoundTransform
 
 from .backend import RuleRegistration
@@ -211,7 +213,10 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
         return (tape,), _identity
     # Every kept gate costs one pass; the default rules' outputs win ties.
     gate_set = {name: 0.99 if name in ruleset.preferred else 1.0 for name in keep}
-    with qml.decomposition.toggle_graph_ctx(True):
+    with qml.decomposition.toggle_graph_ctx(True), warnings.catch_warnings():
+        # strict=False: what the graph cannot lower is left to the device, whose own
+        # preprocessing decomposes it or says it cannot.
+        warnings.simplefilter("ignore", DecompositionWarning)
         return qml.transforms.decompose(
             tape,
             gate_set=gate_set,

@@ -100,6 +100,30 @@ def test_other_gates_and_observables_go_through_preprocessing():
     _assert_same(*_pair(circuit, 3), random_params(3, seed=9))
 
 
+def test_diagonal_hamiltonian_evolutions_are_one_block():
+    hamiltonian = 0.4 * qml.Z(0) @ qml.Z(1) - 0.7 * qml.Z(1) @ qml.Z(2) @ qml.Z(3) + 0.2 * qml.Z(3) + 0.1 * qml.I(0)
+
+    def circuit(x, evolve=qml.evolve):
+        for w in range(4):
+            qml.Hadamard(w)
+        evolve(hamiltonian, x[0])
+        qml.ApproxTimeEvolution(hamiltonian, x[1], 1)
+        qml.CommutingEvolution(hamiltonian, x[2])
+        for w in range(4):
+            qml.RX(x[3], w)
+        return qml.expval(qml.PauliX(0) + hamiltonian)
+
+    def reference_circuit(x):  # lightning cannot run qml.evolve of a sum; one Trotter step is exact here
+        return circuit(x, evolve=lambda h, t: qml.ApproxTimeEvolution(h, t, 1))
+
+    ours = qml.QNode(circuit, get_device(FUSED, wires=4), diff_method="adjoint")
+    reference = qml.QNode(reference_circuit, qml.device("lightning.qubit", wires=4), diff_method="adjoint")
+    x = random_params(4, seed=11)
+    _assert_same(ours, reference, x)
+    names = {op.name for op in qml.workflow.construct_batch(ours, level="device")(x)[0][0].operations}
+    assert "Evolution" not in names and "MultiRZ" in names  # its terms join a diagonal block
+
+
 def test_probs_state_var_and_several_expvals():
     dev = get_device(FUSED, wires=4)
 

@@ -18,7 +18,7 @@ from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, Varian
 
 from ..errors import UnsupportedOptionError
 from . import engine
-from .program import SUPPORTED, compile_operations
+from .program import SUPPORTED, compile_operations, z_terms
 
 
 def _analytic(m: Any) -> bool:
@@ -43,6 +43,27 @@ def to_z_basis(tape: Any) -> tuple[Any, Any]:
         rotated.append(r)
         fns.append(fn)
     return rotated, lambda results: split([fn((res,)) for fn, res in zip(fns, results, strict=True)])
+
+
+@qml.transform
+def diagonal_evolutions(tape: Any) -> tuple[Any, Any]:
+    """exp(-i t Σ h Z..Z) -> Π MultiRZ(2 h t): the terms then join one diagonal block.
+
+    PennyLane has no decomposition for the evolution of a multi-term Hamiltonian; for a diagonal
+    one it is exact (the terms commute), and t stays differentiable through the new parameters.
+    """
+    if not any(op.name == "Evolution" for op in tape.operations):
+        return (tape,), lambda results: results[0]
+    ops = []
+    for op in tape.operations:
+        terms = z_terms(op.base) if op.name == "Evolution" else None
+        if terms is None:
+            ops.append(op)
+            continue
+        t = op.data[0]
+        for wires, h in terms:
+            ops.append(qml.MultiRZ(2 * h * t, wires=wires) if wires else qml.GlobalPhase(h * t, wires=op.wires))
+    return (tape.copy(operations=ops),), lambda results: results[0]
 
 
 class FusedQubit(Device):
@@ -77,6 +98,7 @@ class FusedQubit(Device):
             validate_measurements, analytic_measurements=_analytic, sample_measurements=lambda m: False, name=self.name
         )
         pipeline.add_transform(to_z_basis)
+        pipeline.add_transform(diagonal_evolutions)
         pipeline.add_transform(decompose, stopping_condition=lambda op: op.name in SUPPORTED, name=self.name)
         pipeline.add_transform(qml.transforms.broadcast_expand)
         return pipeline

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ DIAGONAL_TERMS = {
     "S": lambda w: [((), 0.0, math.pi / 4), ((w[0],), 0.0, -math.pi / 4)],
     "T": lambda w: [((), 0.0, math.pi / 8), ((w[0],), 0.0, -math.pi / 8)],
     "Identity": lambda w: [],
+    "GlobalPhase": lambda w: [((), -1.0, 0.0)],  # exp(-iφ)
 }
 _SQ2 = 1 / math.sqrt(2)
 FIXED_SINGLE = {
@@ -53,6 +55,19 @@ FIXED_SINGLE = {
 ROTATIONS = {"RX": 1, "RY": 2}  # generator: 1 = X, 2 = Y
 OTHER = {"CNOT"}
 SUPPORTED = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | OTHER
+
+
+def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
+    """(wires with Z, real coefficient) of a sum of Z products; None for anything else."""
+    rep = getattr(observable, "pauli_rep", None)
+    if rep is None:
+        return None
+    terms = []
+    for word, coefficient in rep.items():
+        if any(letter != "Z" for letter in word.values()) or abs(complex(coefficient).imag) > 1e-15:
+            return None
+        terms.append((list(word.keys()), float(complex(coefficient).real)))
+    return terms
 
 
 def rotation_matrix(name: str, theta: float) -> np.ndarray:
