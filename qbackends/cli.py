@@ -155,7 +155,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.backends:
         wanted = {devicestring.parse(s) for s in args.backends.split(",")}
         backends = [registry.lookup(w) for w in wanted]
-    sizes = [int(n) for n in args.sizes.split(",")]
+    from .workloads.commands import int_list
+
+    sizes = int_list(args.sizes, "--sizes", "12,16,20")
     profile = calibration.calibrate(
         backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s")
     )

@@ -88,6 +88,21 @@ def _qnn_config(args: argparse.Namespace, nwires: int) -> Any:
     return qnn.Config(**{k: v for k, v in vars(args).items() if k in names and k != "nwires"}, nwires=nwires)
 
 
+def int_list(text: str, option: str, example: str) -> list[int]:
+    """``"12,16,20"`` -> [12, 16, 20], or a typed error naming the option."""
+    from ..errors import WorkloadInputError
+
+    try:
+        values = [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise WorkloadInputError(
+            f"{option} {text!r} is not a comma-separated list of positive integers.", f"pass e.g. {option} {example}."
+        )
+    return values
+
+
 def _check_workers(workers: int) -> None:
     import os
 
@@ -129,17 +144,11 @@ def cmd_run_qnn(args: argparse.Namespace) -> int:
 def cmd_sweep_qnn(args: argparse.Namespace) -> int:
     import time
 
-    from ..errors import WorkloadInputError
     from ..storage import atomic_write, atomic_write_json
     from ..workloads import qnn
 
     _check_workers(args.workers)
-    try:
-        counts = [int(n) for n in str(args.nwires).split(",") if n.strip()]
-    except ValueError:
-        raise WorkloadInputError(
-            f"--nwires {args.nwires!r} is not a comma-separated list of integers.", "pass e.g. --nwires 3,4,6,8,10."
-        ) from None
+    counts = int_list(str(args.nwires), "--nwires", "3,4,6,8,10")
     configs = [_qnn_config(args, n) for n in counts]
     for config in configs:
         config.validate()
