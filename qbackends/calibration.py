@@ -172,15 +172,8 @@ def _qaoa_step(device: Any, graph: Any) -> Callable[[], Any]:
 
     from .workloads import qaoa
 
-    ansatz, cost = qaoa.circuit(graph, 2), qaoa.cost_hamiltonian(graph)
-
-    @qml.qnode(device, diff_method="adjoint")
-    def energy(params: Any) -> Any:
-        ansatz(params)
-        return qml.expval(cost)
-
+    run = value_and_grad(qaoa.energy_function(device, graph, 2))
     params = qml.numpy.array(np.full((2, 2), 0.3), requires_grad=True)
-    run = value_and_grad(energy)
     return lambda: run(params)
 
 
