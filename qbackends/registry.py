@@ -161,20 +161,23 @@ def build_registry(entry_points: Iterable[metadata.EntryPoint] | None = None, on
 
 
 def _add_backend(registry: Registry, plugin: str, backend: Backend) -> None:
+    """Keep ``backend``, or record why not as the plugin's error; its other registrations still count."""
     if not isinstance(backend, Backend):
-        raise PluginError(
+        refusal = PluginError(
             f"Plugin {plugin!r} registered {backend!r}, not a qbackends.Backend.",
             "call register(Backend(provider=..., simulator=..., device_name=..., distribution=...)).",
         )
-    owner = registry.owners.get(backend.key)
-    if owner is not None:
-        raise PluginError(
+    elif (owner := registry.owners.get(backend.key)) is not None:
+        refusal = PluginError(
             f"Plugin {plugin!r} registered {backend.device_string!r}, which plugin {owner!r} "
             "registered already; the first registration is kept.",
             f"rename the simulator in plugin {plugin!r}, or uninstall one of the two plugins.",
         )
-    registry.backends[backend.key] = backend
-    registry.owners[backend.key] = plugin
+    else:
+        registry.backends[backend.key] = backend
+        registry.owners[backend.key] = plugin
+        return
+    registry.failures.append(PluginFailure(plugin, registry.plugins.get(plugin, "?"), _describe(refusal)))
 
 
 @functools.cache

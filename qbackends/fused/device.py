@@ -26,8 +26,7 @@ def _analytic(m: Any) -> bool:
 
 
 def _diagonal_already(m: Any) -> bool:
-    rep = getattr(m.obs, "pauli_rep", None) if m.obs is not None else None
-    return m.obs is None or (rep is not None and all(letter == "Z" for word in rep for letter in word.values()))
+    return m.obs is None or z_terms(m.obs) is not None
 
 
 @qml.transform
@@ -161,16 +160,14 @@ class FusedQubit(Device):
         return result, _format_jacobian(np.array(jac_rows))
 
     def _diagonal(self, obs: Any, index: dict, n: int) -> np.ndarray:
-        rep = obs.pauli_rep
-        if rep is None or any(letter not in ("Z", "I") for word in rep for letter in word.values()):
+        terms = z_terms(obs)
+        if terms is None:
             raise UnsupportedOptionError(
                 f"qbackends.fused.qubit measures sums of Pauli-Z products; got {obs}.",
                 "measure Z-basis observables (others are rotated when they commute).",
             )
-        masks = np.array(
-            [sum(1 << (n - 1 - index[w]) for w, letter in word.items() if letter == "Z") for word in rep], dtype=np.int64
-        )
-        coefs = np.array([float(np.real(c)) for c in rep.values()])
+        masks = np.array([sum(1 << (n - 1 - index[w]) for w in wires) for wires, _ in terms], dtype=np.int64)
+        coefs = np.array([h for _, h in terms])
         return self._diagonals.get(n, masks, coefs)
 
 

@@ -154,7 +154,8 @@ def energy_function(device: Any, graph: Graph, layers: int, formulation: str = "
     """⟨H_C⟩ as a differentiable function of params[2, layers] on ``device``.
 
     The fast formulation measures only the ZZ terms and adds H_C's constant -Σw/2 classically: one
-    pass less over the state in the expectation and in the adjoint. ``energy.qnode`` is the QNode.
+    pass less over the state in the expectation and in the adjoint. ``energy.qnode`` is the QNode,
+    ``energy.ansatz`` the circuit.
     """
     import pennylane as qml
 
@@ -173,6 +174,7 @@ def energy_function(device: Any, graph: Graph, layers: int, formulation: str = "
         return expectation(params) + offset
 
     energy.qnode = expectation  # type: ignore[attr-defined]
+    energy.ansatz = ansatz  # type: ignore[attr-defined]
     return energy
 
 
@@ -276,7 +278,6 @@ def run(
     config.validate()
     graph = load_graph(config)
     dev = workload_device(device, graph.nodes, config.diff_method)
-    ansatz = circuit(graph, config.layers, config.formulation)
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_FILE if checkpoint_dir else None
@@ -298,7 +299,7 @@ def run(
 
     @qml.qnode(dev)
     def probabilities(params: Any) -> Any:
-        ansatz(params)
+        energy.ansatz(params)
         return qml.probs(wires=range(graph.nodes))
 
     final_energy = float(energy(pnp.array(params, requires_grad=False)))
