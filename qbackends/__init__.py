@@ -17,6 +17,7 @@ from .errors import (
     PluginError,
     QBackendsError,
     UnknownBackendError,
+    UnsupportedCircuitError,
     UnsupportedOptionError,
     WorkloadInputError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "QBackendsError",
     "RuleRegistration",
     "UnknownBackendError",
+    "UnsupportedCircuitError",
     "UnsupportedOptionError",
     "WorkloadInputError",
     "choose",

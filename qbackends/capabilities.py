@@ -200,6 +200,21 @@ def declared_operations(backend: Backend) -> DeclaredOperations:
     return parse_declared_operations(data, source=f"{distribution}:{path}")
 
 
+def declared_by_device(device: Any) -> DeclaredOperations:
+    """Operations a built device declares in code (plugins without a TOML): its capabilities, else ``operations``."""
+    caps = getattr(device, "capabilities", None)
+    ops = getattr(caps, "operations", None)
+    if ops:
+        observables = getattr(caps, "observables", None) or ()
+        return DeclaredOperations(
+            native=tuple(sorted(ops)), observables=tuple(sorted(observables)), source="the device's capabilities"
+        )
+    ops = getattr(device, "operations", None)
+    if ops:
+        return DeclaredOperations(native=tuple(sorted(str(op) for op in ops)), source="the device's operations")
+    return DeclaredOperations(source="declared in the device's code")
+
+
 def _find_file(distribution: str, path: str) -> Any:
     """A file of an installed distribution, from its metadata; for editable installs, beside its package."""
     try:

@@ -21,7 +21,7 @@ from pennylane.transforms.core import BoundTransform
 
 from .backend import RuleRegistration
 from .capabilities import DeclaredOperations
-from .errors import UnsupportedOptionError
+from .errors import UnsupportedCircuitError, UnsupportedOptionError
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
 
@@ -79,6 +79,85 @@ def builtin_rules() -> list[RuleRegistration]:
             example=lambda theta, wires: qml.IsingZZ(theta, wires=wires[:2]),
         ),
     ]
+
+
+# ---- exact rules: replace PennyLane rules that change results ------------------------------
+#
+# PennyLane 0.45's graph rule for Evolution/Exp keeps a coefficient only when the simplified base
+# is an SProd: evolve(Hamiltonian([0.5], [Z(0)]), t) becomes RZ(2t) instead of RZ(t), and duplicate
+# terms that merge into one lose theirs the same way (docs/upstream.md). These rules take every
+# coefficient from the base's Pauli sentence instead, and lower commuting multi-term sums exactly
+# as a product of rotations, which lightning can then run too.
+
+
+def commuting_pauli_terms(base: Any) -> list[tuple[Any, Any]] | None:
+    """``[(PauliWord, coefficient)]`` of a Pauli-sum ``base`` whose terms all commute, else None."""
+    with qml.QueuingManager.stop_recording():
+        sentence = base.pauli_rep if base.pauli_rep is not None else None
+    if sentence is None:
+        return None
+    terms = [(word, coef) for word, coef in sentence.items() if not _is_zero(coef)]
+    words = [word for word, _ in terms]
+    if any(not a.commutes_with(b) for i, a in enumerate(words) for b in words[i + 1 :]):
+        return None
+    return terms
+
+
+def _is_zero(coef: Any) -> bool:
+    try:
+        return bool(qml.math.allclose(coef, 0.0, atol=0.0, rtol=0.0))
+    except (TypeError, ValueError):  # traced values: keep the term
+        return False
+
+
+def _rotation_counts(base: Any) -> dict[Any, int]:
+    counts: dict[Any, int] = {}
+    for word, _ in commuting_pauli_terms(base) or ():
+        key = qml.resource_rep(qml.PauliRot, pauli_word=_word_string(word)) if word else qml.resource_rep(qml.GlobalPhase)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _word_string(word: Any) -> str:
+    return "".join(word[w] for w in word.wires)
+
+
+def _apply_rotations(base: Any, wires: Any, rotation: Callable[[Any], Any], phase: Callable[[Any], Any]) -> None:
+    """exp(-i Σ θ_k/2 P_k) as Π PauliRot(θ_k, P_k): exact because the P_k commute."""
+    for word, coef in commuting_pauli_terms(base) or ():
+        if word:
+            qml.PauliRot(rotation(coef), _word_string(word), wires=word.wires)
+        else:
+            qml.GlobalPhase(phase(coef), wires=wires)
+
+
+@qml.register_condition(lambda base, **_: commuting_pauli_terms(base) is not None)
+@qml.register_resources(lambda base, **_: _rotation_counts(base))
+def evolution_as_rotations(t: Any, *_: Any, wires: Any, base: Any, **__: Any) -> None:
+    """Evolution(H, t) = exp(-i t Σ c_k P_k) = Π PauliRot(2 c_k t, P_k) · GlobalPhase(c_I t)."""
+    _apply_rotations(base, wires, lambda c: 2 * qml.math.real(c) * t, lambda c: qml.math.real(c) * t)
+
+
+@qml.register_condition(lambda base, **_: commuting_pauli_terms(base) is not None)
+@qml.register_resources(lambda base, **_: _rotation_counts(base))
+def exp_as_rotations(coeff: Any, *_: Any, wires: Any, base: Any, **__: Any) -> None:
+    """Exp(H, a) = exp(a Σ c_k P_k) for imaginary a·c_k: PauliRot(2i·a·c_k, P_k) on each term."""
+
+    def angle(c: Any, factor: complex) -> Any:
+        value = factor * coeff * c
+        if not qml.math.is_abstract(value) and not qml.math.allclose(qml.math.imag(value), 0.0):
+            raise UnsupportedCircuitError(
+                f"{qml.exp(base, coeff)} is not unitary (its exponent has a real part), so no gate sequence gives it.",
+                "use an imaginary coefficient (qml.exp(H, -1j * t)) or qml.evolve(H, t).",
+            )
+        return qml.math.real(value)
+
+    _apply_rotations(base, wires, lambda c: angle(c, 2j), lambda c: angle(c, 1j))
+
+
+def exact_rules() -> dict[str, DecompositionRule]:
+    """Rules every device gets, always: they replace PennyLane rules that change results."""
+    return {"Evolution": evolution_as_rotations, "Exp": exp_as_rotations}
 
 
 # ---- user rules ---------------------------------------------------------------------------
@@ -188,8 +267,11 @@ def build_ruleset(
                 alternatives.setdefault(reg.operator, []).append(reg.rule)
                 names.append(reg.name or f"{reg.operator} -> {getattr(reg.rule, '__name__', 'rule')}")
                 preferred |= _outputs(reg)
-    fixed = {operator_name(k): as_rule(v) for k, v in (user or {}).items()}
-    names.extend(f"{op} -> {getattr(rule, '__name__', 'rule')} (user)" for op, rule in fixed.items())
+    user_fixed = {operator_name(k): as_rule(v) for k, v in (user or {}).items()}
+    exact = {op: rule for op, rule in exact_rules().items() if op not in user_fixed}
+    names.extend(f"{op} -> commuting Pauli rotations (exact)" for op in exact)
+    names.extend(f"{op} -> {getattr(rule, '__name__', 'rule')} (user)" for op, rule in user_fixed.items())
+    fixed = {**exact, **user_fixed}
     for op in fixed:
         alternatives.pop(op, None)
     if declared.native and declared.adjoint_differentiable:
@@ -238,13 +320,38 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
         # strict=False: what the graph cannot lower is left to the device, whose own
         # preprocessing decomposes it or says it cannot.
         warnings.simplefilter("ignore", DecompositionWarning)
-        return qml.transforms.decompose(
+        warnings.filterwarnings("ignore", message=".*GlobalPhase is not assumed to have a decomposition")
+        tapes, post = qml.transforms.decompose(
             tape,
             gate_set=gate_set,
             fixed_decomps=dict(ruleset.fixed) or None,
             alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
             strict=False,
         )
+    _refuse_unlowerable(tapes[0], ruleset)
+    return tapes, post
+
+
+# Mid-circuit measurements, their conditionals and snapshots are the device pipeline's own business.
+_DEVICE_HANDLED = (qml.measurements.MidMeasureMP, qml.ops.Conditional, qml.Snapshot)
+
+
+def _refuse_unlowerable(tape: qml.tape.QuantumScript, ruleset: RuleSet) -> None:
+    """A typed refusal for an operator that a device with a declared gate set can neither run nor lower."""
+    native = frozenset(ruleset.declared.native)
+    if not native:
+        return
+    for op in tape.operations:
+        if op.name not in native and not op.has_decomposition and not isinstance(op, _DEVICE_HANDLED):
+            why = (
+                "the terms of its Hamiltonian do not commute, so no exact gate sequence gives it"
+                if op.name in ("Evolution", "Exp") and getattr(op, "base", None) is not None
+                else "it is not in the device's gate set and has no decomposition"
+            )
+            raise UnsupportedCircuitError(
+                f"{op} cannot run on this device: {why}.",
+                "approximate it with qml.TrotterProduct, or use local:pennylane/default.qubit (exact matrices).",
+            )
 
 
 def _identity(results: Any) -> Any:

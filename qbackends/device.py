@@ -264,7 +264,8 @@ def get_device(
     device = build(choice, wires, precision, options)
     from . import decompositions as rules
 
-    ruleset = rules.build_ruleset(
-        registry.rules(), choice.backend.key, choice.capabilities.operations, decompositions, default_decompositions
-    )
+    declared = choice.capabilities.operations
+    if not declared.native:
+        declared = capabilities.declared_by_device(device)
+    ruleset = rules.build_ruleset(registry.rules(), choice.backend.key, declared, decompositions, default_decompositions)
     return rules.attach(device, ruleset)

@@ -46,3 +46,7 @@ class PluginError(QBackendsError, RuntimeError):
 
 class WorkloadInputError(QBackendsError, ValueError):
     """Bad input to a workload or job: a file, a hyperparameter, a data row."""
+
+
+class UnsupportedCircuitError(QBackendsError, ValueError):
+    """A circuit the chosen device cannot run exactly: an operator it cannot lower, a measurement it lacks."""

@@ -159,6 +159,10 @@ def test_bad_decomposition_keys_and_values_are_typed():
         get_device("lightning.qubit", wires=2, decompositions={"MultiRZ": 3})
 
 
-def test_opt_out_leaves_device_untouched_when_nothing_to_apply():
+def test_opt_out_keeps_only_the_exact_rules():
     dev = get_device("default.qubit", wires=2, default_decompositions=False)
-    assert type(dev) is type(qml.device("default.qubit", wires=2))
+    assert dev.qbackends_rules.names == (
+        "Evolution -> commuting Pauli rotations (exact)",
+        "Exp -> commuting Pauli rotations (exact)",
+    )
+    assert not dev.qbackends_rules.alternatives

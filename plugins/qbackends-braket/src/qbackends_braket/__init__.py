@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from qbackends import Backend, hookimpl
+
+
+def create_local_qubit(wires: Any = None, **options: Any) -> Any:
+    """``braket.local.qubit`` whose probabilities come back in the wire order asked for.
+
+    amazon-braket-pennylane-plugin 1.36 returns ``qml.probs(wires=W)`` permuted when W is not in the
+    device's wire order and has three or more wires (the inverse permutation is applied); two wires
+    happen to be right. Probabilities are therefore measured in device order and reordered here.
+    """
+    import pennylane as qml
+
+    from ._probs_order import with_ordered_probs
+
+    device = qml.device("braket.local.qubit", wires=wires, **options)
+    return with_ordered_probs(device)
+
 
 LOCAL_QUBIT = Backend(
     provider="braket",
@@ -15,6 +32,7 @@ LOCAL_QUBIT = Backend(
     state_copies=4.0,
     preference=-1,  # a reference for Braket users; never chosen by auto (slower than Lightning)
     description="Amazon Braket's local state-vector simulator (amazon-braket-default-simulator)",
+    create=create_local_qubit,
 )
 
 

@@ -6,8 +6,23 @@ This is the plugin CONTRIBUTING.md builds step by step: copy it to start a new o
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from qbackends import Backend, RuleRegistration, hookimpl
+
+
+def create_simulator(wires: Any = None, **options: Any) -> Any:
+    """``qulacs.simulator`` that prepares a leading ``BasisState`` with X gates.
+
+    pennylane-qulacs 0.44 indexes an array with the BasisState's wire labels, so labels that are
+    not 0..n-1 in device order raise IndexError or prepare the wrong state.
+    """
+    import pennylane as qml
+
+    from ._basis_state import with_basis_state_as_x
+
+    return with_basis_state_as_x(qml.device("qulacs.simulator", wires=wires, **options))
+
 
 SIMULATOR = Backend(
     provider="qulacs",
@@ -18,6 +33,7 @@ SIMULATOR = Backend(
     state_copies=3.0,  # peak state vectors held in a value+gradient run
     preference=-1,  # never chosen by `auto`; ask for it by name
     description="Qulacs state vector on the CPU (pennylane-qulacs)",
+    create=create_simulator,  # optional: only for devices that need more than qml.device(device_name, ...)
 )
 
 
