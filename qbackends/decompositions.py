@@ -328,7 +328,7 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
             alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
             strict=False,
         )
-    _refuse_unlowerable(tapes[0], ruleset)
+    _refuse_unlowerable(tapes[0], ruleset, adjoint)
     return tapes, post
 
 
@@ -336,21 +336,26 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
 _DEVICE_HANDLED = (qml.measurements.MidMeasureMP, qml.ops.Conditional, qml.Snapshot)
 
 
-def _refuse_unlowerable(tape: qml.tape.QuantumScript, ruleset: RuleSet) -> None:
-    """A typed refusal for an operator that a device with a declared gate set can neither run nor lower."""
+def _refuse_unlowerable(tape: qml.tape.QuantumScript, ruleset: RuleSet, adjoint: bool) -> None:
+    """A typed refusal for an operator the device can neither run nor lower: not in its declared gate
+    set, or, under adjoint differentiation, an evolution left whole (PennyLane 0.45 cannot rebind its
+    parameters there and fails with an IndexError)."""
     native = frozenset(ruleset.declared.native)
-    if not native:
-        return
     for op in tape.operations:
-        if op.name not in native and not op.has_decomposition and not isinstance(op, _DEVICE_HANDLED):
+        if isinstance(op, _DEVICE_HANDLED):
+            continue
+        evolution = op.name in ("Evolution", "Exp") and getattr(op, "base", None) is not None
+        unrunnable = bool(native) and op.name not in native and not op.has_decomposition
+        if unrunnable or (adjoint and evolution):
             why = (
                 "the terms of its Hamiltonian do not commute, so no exact gate sequence gives it"
-                if op.name in ("Evolution", "Exp") and getattr(op, "base", None) is not None
+                if evolution
                 else "it is not in the device's gate set and has no decomposition"
             )
             raise UnsupportedCircuitError(
                 f"{op} cannot run on this device: {why}.",
-                "approximate it with qml.TrotterProduct, or use local:pennylane/default.qubit (exact matrices).",
+                "approximate it with qml.TrotterProduct"
+                + (", or use local:pennylane/default.qubit without adjoint (exact matrices)." if evolution else "."),
             )
 
 

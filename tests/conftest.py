@@ -44,8 +44,12 @@ def _hardware_reason(kind: str) -> str:
     raise ValueError(kind)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    """Hardware tests skip with the probe's reason; ``slow`` tests run only when asked (``-m slow``)."""
+    run_slow = "slow" in (config.getoption("-m") or "")
     for item in items:
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="long run: python -m pytest tests -m slow"))
         for mark in item.iter_markers("requires"):
             reason = _hardware_reason(mark.args[0])
             if reason:

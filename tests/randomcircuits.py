@@ -134,6 +134,9 @@ def steps_for(draw: Any, gates: Sequence[str], wires: Sequence[Any], commuting_o
     if k > n:
         return Step(f"RX({kind} needs {k} wires)", 1, lambda x: qml.RX(x[0], wires=wires[0]))
     on = draw(st.lists(st.sampled_from(list(wires)), min_size=k, max_size=k, unique=True))
+    if cls.grad_method is None and cls.num_params:  # not differentiable anywhere (BlockEncode): constants
+        values = draw(st.lists(st.floats(-0.9, 0.9), min_size=cls.num_params, max_size=cls.num_params))
+        return Step(f"{kind}{on}{values}", 0, lambda x, on=on, cls=cls, v=values: cls(*v, wires=on))
     return Step(f"{kind}{on}", cls.num_params, lambda x, on=on, cls=cls: cls(*x, wires=on))
 
 

@@ -14,26 +14,32 @@ import numpy as np
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.preprocess import decompose, validate_device_wires, validate_measurements
-from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, VarianceMP
+from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMeasurement, StateMP, VarianceMP
 
-from ..errors import UnsupportedOptionError
+from ..errors import UnsupportedCircuitError, UnsupportedOptionError
 from . import engine
-from .program import SUPPORTED, compile_operations, z_terms
+from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, z_terms
 
 
 def _analytic(m: Any) -> bool:
-    return isinstance(m, (ExpectationMP, VarianceMP, ProbabilityMP, StateMP))
+    return isinstance(m, StateMeasurement)
 
 
 def _diagonal_already(m: Any) -> bool:
     return m.obs is None or z_terms(m.obs) is not None
 
 
+def _dense(obs: Any) -> bool:
+    """Observables without a Pauli form (Hermitian, Projector, SparseHamiltonian): applied by their matrix."""
+    return obs is not None and obs.pauli_rep is None
+
+
 @qml.transform
 def to_z_basis(tape: Any) -> tuple[Any, Any]:
     """Measure in the Z basis: sums of Z products stay one observable (one diagonal, one adjoint
-    pass); anything else is split into commuting groups and rotated."""
-    if all(_diagonal_already(m) for m in tape.measurements):
+    pass); other Pauli sums are split into commuting groups and rotated. A circuit that measures
+    a matrix observable keeps its observables: each is applied to the state (λ = Oψ)."""
+    if all(_diagonal_already(m) for m in tape.measurements) or any(_dense(m.obs) for m in tape.measurements):
         return (tape,), lambda results: results[0]
     tapes, split = qml.transforms.split_non_commuting(tape)
     rotated, fns = [], []
@@ -69,16 +75,17 @@ class FusedQubit(Device):
     """State-vector simulator for circuits dominated by diagonal gates (QAOA, Ising evolutions).
 
     Args:
-        wires: number of wires or their labels.
+        wires: number of wires or their labels; None takes the wires of each circuit.
+        shots: None for analytic results (adjoint gradients); a number samples the final state.
+        seed: seed of the sampler's random numbers.
     """
 
     name = "qbackends.fused.qubit"
     config_filepath = Path(__file__).with_name("fused_qubit.toml")
 
-    def __init__(self, wires: Any = None) -> None:
-        if wires is None:
-            raise UnsupportedOptionError("qbackends.fused.qubit needs wires.", "pass wires=n to get_device.")
-        super().__init__(wires=wires)
+    def __init__(self, wires: Any = None, shots: Any = None, seed: Any = None) -> None:
+        super().__init__(wires=wires, shots=shots)
+        self._rng = np.random.default_rng(seed)
         self._diagonals = engine.DiagonalCache()
         self._scratch: dict[str, np.ndarray] = {}  # reused state buffers: no page faults per execution
 
@@ -94,51 +101,89 @@ class FusedQubit(Device):
         pipeline = qml.CompilePipeline()
         pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
         pipeline.add_transform(
-            validate_measurements, analytic_measurements=_analytic, sample_measurements=lambda m: False, name=self.name
+            validate_measurements, analytic_measurements=_analytic, name=self.name
         )
         pipeline.add_transform(to_z_basis)
         pipeline.add_transform(diagonal_evolutions)
-        pipeline.add_transform(decompose, stopping_condition=lambda op: op.name in SUPPORTED, name=self.name)
+        pipeline.add_transform(
+            decompose,
+            stopping_condition=lambda op: op.name in SUPPORTED or applied_by_matrix(op),
+            skip_initial_state_prep=False,
+            name=self.name,
+        )
         pipeline.add_transform(qml.transforms.broadcast_expand)
         return pipeline
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
         config = config or ExecutionConfig()
-        if config.gradient_method in ("best", "adjoint", "device"):
-            return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, grad_on_execution=True)
+        sampled = circuit is not None and bool(circuit.shots)
+        if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
+            # Values and gradients in one pass, unless an observable has trainable data: then values
+            # alone, so that only a gradient actually asked for is refused (see _refuse_untracked_gradients).
+            together = circuit is None or not _trainable_observables(circuit)
+            return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, grad_on_execution=together)
         return config
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is None or execution_config.gradient_method not in ("adjoint", "best", "device"):
             return False
-        return circuit is None or all(isinstance(m, ExpectationMP) for m in circuit.measurements)
+        return circuit is None or (not circuit.shots and all(isinstance(m, ExpectationMP) for m in circuit.measurements))
 
     # ---- execution --------------------------------------------------------------------------
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return tuple(self._simulate(tape)[0] for tape in circuits)
+        results = tuple(self._simulate(tape)[0] for tape in circuits)
+        self._track(circuits, results)
+        return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         results, jacobians = (
             zip(*(self._simulate(tape, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
         )
+        self._track(circuits, results, derivatives=len(circuits))
         return tuple(results), tuple(jacobians)
+
+    def _track(self, circuits: Any, results: Any, derivatives: int = 0) -> None:
+        if not self.tracker.active:
+            return
+        for tape, result in zip(circuits, results, strict=True):
+            self.tracker.update(executions=1, results=result, resources=tape.specs["resources"])
+            self.tracker.record()
+        self.tracker.update(batches=1, batch_len=len(circuits), **({"derivative_batches": 1, "derivatives": derivatives} if derivatives else {}))
+        self.tracker.record()
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         return self.execute_and_compute_derivatives(circuits, execution_config)[1]
 
     def _simulate(self, tape: Any, gradient: bool = False) -> tuple[Any, Any]:
-        n = len(self.wires)
-        index = {w: i for i, w in enumerate(self.wires)}
+        wires = self.wires if self.wires is not None else tape.wires
+        n = len(wires)
+        index = {w: i for i, w in enumerate(wires)}
         segments, nparams = compile_operations(tape.operations, index, n)
+        if gradient:
+            _refuse_untracked_gradients(tape, segments, nparams)
         psi = engine.forward(segments, n, self._buffer("psi", 1 << n))
+        if tape.shots:
+            return self._sample(tape, psi, index, n), None
         values = []
         jac_rows = []
         for m in tape.measurements:
             if isinstance(m, StateMP):
                 values.append(psi.copy())
             elif isinstance(m, ProbabilityMP):
-                values.append(_probabilities(psi, [index[w] for w in (m.wires or self.wires)], n))
+                values.append(_probabilities(psi, [index[w] for w in (m.wires or wires)], n))
+            elif not isinstance(m, (ExpectationMP, VarianceMP)):
+                values.append(m.process_state(psi, qml.wires.Wires(wires)))
+            elif _dense(m.obs) or z_terms(m.obs) is None:
+                o_psi = _apply_observable(m.obs, psi, index, wires)
+                value = np.real(np.vdot(psi, o_psi))
+                if isinstance(m, VarianceMP):
+                    values.append(np.array(np.vdot(o_psi, o_psi).real - value**2))
+                    continue
+                values.append(np.array(value))
+                if gradient:
+                    phi = psi.copy() if len(tape.measurements) > 1 else psi
+                    jac_rows.append(engine.adjoint_gradient(segments, nparams, phi, o_psi, n)[list(tape.trainable_params)])
             else:
                 diagonal = self._diagonal(m.obs, index, n)
                 if isinstance(m, VarianceMP):
@@ -159,6 +204,16 @@ class FusedQubit(Device):
             return result, None
         return result, _format_jacobian(np.array(jac_rows))
 
+    def _sample(self, tape: Any, psi: np.ndarray, index: dict, n: int) -> Any:
+        """Finite shots: PennyLane's own sampler on the final state (wires mapped to state axes)."""
+        from pennylane.devices.qubit.sampling import measure_with_samples
+
+        measurements = [m.map_wires(index) for m in tape.measurements]
+        results = measure_with_samples(measurements, psi.reshape((2,) * n), tape.shots, rng=self._rng)
+        if len(measurements) == 1:
+            return tuple(r[0] for r in results) if tape.shots.has_partitioned_shots else results[0]
+        return tuple(results)
+
     def _diagonal(self, obs: Any, index: dict, n: int) -> np.ndarray:
         terms = z_terms(obs)
         if terms is None:
@@ -169,6 +224,36 @@ class FusedQubit(Device):
         masks = np.array([sum(1 << (n - 1 - index[w]) for w in wires) for wires, _ in terms], dtype=np.int64)
         coefs = np.array([h for _, h in terms])
         return self._diagonals.get(n, masks, coefs)
+
+
+def _trainable_observables(tape: Any) -> bool:
+    return any(m.obs is not None and any(qml.math.requires_grad(d) for d in m.obs.data) for m in tape.measurements)
+
+
+def _refuse_untracked_gradients(tape: Any, segments: list, nparams: int) -> None:
+    """Adjoint gradients flow through gate parameters only: refuse trainable observable coefficients
+    and trainable operators run by their matrix, rather than return zeros for them."""
+    trainable = set(tape.trainable_params)
+    if any(i >= nparams for i in trainable):
+        raise UnsupportedCircuitError(
+            "qbackends.fused.qubit differentiates gate parameters only; this circuit has trainable observable coefficients.",
+            "make the coefficients constants (requires_grad=False), or use diff_method='parameter-shift'.",
+        )
+    for segment in segments:
+        if isinstance(segment, Dense) and trainable & set(segment.params):
+            raise UnsupportedCircuitError(
+                "qbackends.fused.qubit runs operators without a decomposition by their matrix and cannot differentiate them.",
+                "make their parameters constants, or use a lightning backend or diff_method='parameter-shift'.",
+            )
+
+
+def _apply_observable(obs: Any, psi: np.ndarray, index: dict, wires: Any) -> np.ndarray:
+    """Oψ for any observable: by its sparse matrix over all wires, or its matrix on its own wires."""
+    if obs.has_sparse_matrix and not obs.has_matrix:
+        return np.asarray(obs.sparse_matrix(wire_order=wires) @ psi, dtype=complex)
+    out = psi.copy()
+    engine.apply_matrix(qml.matrix(obs), tuple(index[w] for w in obs.wires), out, len(wires))
+    return out
 
 
 def _probabilities(psi: np.ndarray, wires: list[int], n: int) -> np.ndarray:

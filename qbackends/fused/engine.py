@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as K
-from .program import DiagonalBlock, ProductLayer, Segment
+from .program import DiagonalBlock, Dense, ProductLayer, Segment
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,18 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int) -> None:
         low_bits, passes = _layer_passes(seg, nwires)
         for high, rest, mats, tile_bits, _, _ in passes:
             K.layer_apply(psi, low_bits, high, rest, mats, tile_bits)
+    elif isinstance(seg, Dense):
+        apply_matrix(seg.matrix, seg.axes, psi, nwires)
     else:
         K.cnot(psi, seg.control, seg.target)
+
+
+def apply_matrix(matrix: np.ndarray, axes: tuple[int, ...], psi: np.ndarray, nwires: int) -> None:
+    """psi <- (matrix on ``axes``) psi, in place; axis i of the state tensor is wire index i."""
+    k = len(axes)
+    tensor = psi.reshape((2,) * nwires)
+    out = np.tensordot(matrix.reshape((2,) * (2 * k)), tensor, axes=(list(range(k, 2 * k)), list(axes)))
+    psi[:] = np.moveaxis(out, list(range(k)), list(axes)).reshape(-1)
 
 
 def _has_parameters(seg: Segment) -> bool:
@@ -195,6 +205,10 @@ def adjoint_gradient(segments: list[Segment], nparams: int, phi: np.ndarray, lam
                 for i, p in enumerate(params):
                     if p >= 0:
                         grad[p] += out[:, i].sum()
+        elif isinstance(seg, Dense):
+            inverse = np.conj(seg.matrix.T)
+            apply_matrix(inverse, seg.axes, phi, nwires)
+            apply_matrix(inverse, seg.axes, lam, nwires)
         else:
             K.cnot(phi, seg.control, seg.target)
             K.cnot(lam, seg.control, seg.target)

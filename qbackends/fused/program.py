@@ -62,11 +62,14 @@ def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
     rep = getattr(observable, "pauli_rep", None)
     if rep is None:
         return None
+    import pennylane as qml
+
     terms = []
     for word, coefficient in rep.items():
-        if any(letter != "Z" for letter in word.values()) or abs(complex(coefficient).imag) > 1e-15:
+        value = complex(qml.math.toarray(qml.math.unwrap(coefficient)))  # trainable coefficients: their value
+        if any(letter != "Z" for letter in word.values()) or abs(value.imag) > 1e-15:
             return None
-        terms.append((list(word.keys()), float(complex(coefficient).real)))
+        terms.append((list(word.keys()), value.real))
     return terms
 
 
@@ -109,7 +112,34 @@ class Cnot:
         return {self.control, self.target}
 
 
-Segment = DiagonalBlock | ProductLayer | Cnot
+@dataclass
+class Dense:
+    """An operator without a decomposition, applied by its matrix (no parameters to differentiate).
+
+    Attributes:
+        matrix: 2^k x 2^k, rows and columns in the order of ``axes``.
+        axes: the state-tensor axes (wire indices) it acts on.
+        params: the tape's parameter indices it holds; adjoint gradients refuse them when trainable.
+    """
+
+    matrix: np.ndarray
+    axes: tuple[int, ...]
+    params: tuple[int, ...] = ()
+
+    @property
+    def wires(self) -> set[int]:
+        return set(self.axes)
+
+
+Segment = DiagonalBlock | ProductLayer | Cnot | Dense
+
+
+def applied_by_matrix(op: Any) -> bool:
+    """Operators the device runs by their matrix: no decomposition, a small matrix."""
+    return op.name not in SUPPORTED and not op.has_decomposition and op.has_matrix and len(op.wires) <= DENSE_MAX_WIRES
+
+
+DENSE_MAX_WIRES = 8
 
 
 def unsupported(name: str) -> UnsupportedOptionError:
@@ -169,8 +199,13 @@ def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple
             else:
                 layer.gates[w] = (FIXED_SINGLE[name], -1, 0)
             last_any[w] = last_touch[w] = target
-        elif name == "CNOT":
-            segments.append(Cnot(bits[0], bits[1]))
+        elif name == "CNOT" or applied_by_matrix(op):
+            if name == "CNOT":
+                segments.append(Cnot(bits[0], bits[1]))
+            else:
+                import pennylane as qml
+
+                segments.append(Dense(qml.matrix(op), tuple(wires), tuple(range(first_param, param))))
             for w in wires:
                 last_any[w] = last_touch[w] = len(segments) - 1
         else:
