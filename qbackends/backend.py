@@ -60,6 +60,12 @@ class Backend:
         return f"local:{self.key}"
 
     @property
+    def braket_string(self) -> str:
+        """``local:<provider>/<device_name>``: what a Braket job script can open with
+        ``qml.device(string.split("/")[-1])``, and qbackends resolves to this same backend."""
+        return f"local:{self.provider}/{self.device_name}"
+
+    @property
     def pip_install(self) -> str:
         return f"pip install {self.distribution}"
 

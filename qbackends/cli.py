@@ -19,12 +19,22 @@ from .registry import get_registry
 EXIT_USAGE = 2
 
 
-def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | None = None) -> str:
+    """Columns padded to their widest cell; with ``width``, the last column is cut to fit."""
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    if width is not None:
+        room = width - sum(w + 2 for w in widths[:-1])
+        if widths[-1] > room:
+            widths[-1] = room
+            for r in cells:
+                r[-1] = r[-1] if len(r[-1]) <= room else r[-1][: room - 1] + "…"
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+LIST_WIDTH = 100
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -41,16 +51,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = [
         (
             b.device_string,
-            b.provider,
             c.version or "no",
-            c.hardware,
-            c.max_wires if c.max_wires is not None else "-",
+            c.max_wires if c.max_wires is not None and c.version else "-",
             "yes" if c.ok else "no",
-            c.reason,
+            c.hardware if c.ok else c.reason,
         )
         for b, c in records
     ]
-    print(_table(rows, ("backend", "provider", "installed", "hardware", "max qubits", "runs here", "reason")))
+    print(_table(rows, ("backend", "installed", "max qubits", "runs here", "hardware, or why not"), width=LIST_WIDTH))
+    if any(not c.ok for _, c in records):
+        print("\nThe whole reason and its fix: qbackends probe BACKEND.")
     if registry.failures:
         print(f"\n{len(registry.failures)} plugin(s) failed to load; see `qbackends plugins`.")
     return 0
@@ -167,24 +177,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
+    parser = _Parser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="backends, whether they run here, and how many qubits fit")
-    p.add_argument("--precision", choices=("c64", "c128"), default="c128")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--precision", choices=("c64", "c128"), default="c128", help="amplitude precision for max qubits")
+    p.add_argument("--json", action="store_true", help="everything, as JSON")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("probe", help="what one backend can do here, and the rules in force on it")
     p.add_argument("spec", metavar="SPEC", help="device string, e.g. local:pennylane/lightning.gpu")
-    p.add_argument("--wires", type=int, default=None)
-    p.add_argument("--precision", choices=("c64", "c128"), default="c128")
-    p.add_argument("--diff-method", default="adjoint")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--wires", type=int, default=None, help="qubits to check against the memory guard")
+    p.add_argument("--precision", choices=("c64", "c128"), default="c128", help="amplitude precision")
+    p.add_argument("--diff-method", default="adjoint", help="differentiation method planned, for the memory guard")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("plugins", help="loaded and failed plugins")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="loaded and failed plugins as JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="show failed plugins' tracebacks")
     p.set_defaults(func=cmd_plugins)
 
@@ -194,12 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = bench.add_parser("report", help="table (and plot) of a pytest-benchmark JSON file")
     p.add_argument("results", metavar="RESULTS.json", help="written by pytest benchmarks --benchmark-json=RESULTS.json")
     p.add_argument("--prices", default=None, metavar="prices.toml", help='[prices."BACKEND"] per_minute/per_hour/per_second')
-    p.add_argument("--plot", default=None, metavar="out.png")
+    p.add_argument("--plot", default=None, metavar="out.png", help="also draw the table as a PNG")
     p.set_defaults(func=cmd_bench_report)
 
     p = sub.add_parser("calibrate", help="time the runnable backends here; `auto` then picks the fastest")
     p.add_argument("--sizes", default="12,16,20", help="comma-separated qubit counts")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per size (the median is kept)")
     p.add_argument(
         "--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose)"
     )
@@ -211,6 +221,24 @@ def build_parser() -> argparse.ArgumentParser:
     for register in _extra_commands():
         register(sub)
     return parser
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default, where it has one worth saying."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, [], argparse.SUPPRESS) or "%(default)" in text or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser and sub-parser (argparse makes them of the root's class) shows defaults in --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def _extra_commands() -> list[Callable[[Any], None]]:
@@ -227,7 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except QBackendsError as exc:
         print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(exc, "exit_code", EXIT_USAGE)
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("qbackends: interrupted", file=sys.stderr)
         return 130

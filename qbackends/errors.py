@@ -50,3 +50,11 @@ class WorkloadInputError(QBackendsError, ValueError):
 
 class UnsupportedCircuitError(QBackendsError, ValueError):
     """A circuit the chosen device cannot run exactly: an operator it cannot lower, a measurement it lacks."""
+
+
+class JobFailedError(QBackendsError, RuntimeError):
+    """A hybrid job that ended with an error or a signal; ``exit_code`` is what the command exits with."""
+
+    def __init__(self, message: str, fix: str = "", exit_code: int = 1) -> None:
+        super().__init__(message, fix)
+        self.exit_code = exit_code

@@ -11,15 +11,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import WorkloadInputError
+from .errors import JobFailedError, QBackendsError, WorkloadInputError
 from .storage import atomic_write_json
 
 DEVICE = "AMZN_BRAKET_DEVICE_ARN"
@@ -219,7 +220,8 @@ def prepare_job(
 
 
 def _entry_command(entry_point: str) -> list[str]:
-    """``script.py`` runs as a file; ``package.module`` or ``package.module:function`` in a child Python."""
+    """``script.py`` runs as a file; ``package.module`` or ``package.module:function`` through
+    ``qbackends.jobentry`` in a child Python (the current folder on its path, as Braket has it)."""
     if entry_point.endswith(".py") or os.sep in entry_point:
         if not Path(entry_point).is_file():
             raise WorkloadInputError(f"Entry point {entry_point!r} is not a file.", "pass the path of the job's Python script.")
@@ -230,10 +232,53 @@ def _entry_command(entry_point: str) -> list[str]:
             f"Entry point {entry_point!r} is neither a script path nor module[:function].",
             "pass e.g. job.py or qbackends.workloads.qaoa.",
         )
-    if not function:
-        return [sys.executable, "-m", module]
-    bootstrap = "import importlib, sys; getattr(importlib.import_module(sys.argv[1]), sys.argv[2])()"
-    return [sys.executable, "-c", bootstrap, module, function]
+    return [sys.executable, "-m", "qbackends.jobentry", entry_point]
+
+
+def resolve_device(spec: str) -> str:
+    """The device string a job gets: resolved here, so a typo stops the job before it starts, ``auto``
+    becomes the backend it picks, and the string opens with ``qml.device(string.split("/")[-1])``
+    as Braket's example scripts do (``Backend.braket_string``).
+
+    Raises:
+        QBackendsError: for a bad or unknown string, or a backend that cannot run here.
+    """
+    from .device import choose
+
+    return choose(spec).backend.braket_string
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """(mtime_ns, size) of every file under ``folder``."""
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*") if p.is_file()}
+
+
+def written_since(folder: Path, before: Mapping[str, tuple[int, int]]) -> list[str]:
+    """Files under ``folder`` that are new or changed since ``before`` was taken."""
+    return sorted(path for path, stamp in snapshot(folder).items() if before.get(path) != stamp)
+
+
+def check_exit(code: int, job_name: str) -> None:
+    """Raise ``JobFailedError`` for a job that failed or was ended by a signal."""
+    if code == 0:
+        return
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+        raise JobFailedError(
+            f"job {job_name!r} was ended by {name}.",
+            "see the job's output above; a kill by SIGKILL is often the machine running out of memory.",
+            exit_code=128 - code,
+        )
+    raise JobFailedError(f"job {job_name!r} failed with exit code {code}.", "its own error is shown above.", exit_code=code)
+
+
+def entry(main: Callable[[], int | None]) -> int:
+    """Run a qbackends job entry point: a typed error ends it with one line and exit 2."""
+    try:
+        return int(main() or 0)
+    except QBackendsError as exc:
+        print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
+        return 2
 
 
 def run_job(

@@ -55,7 +55,9 @@ class Registry:
             UnknownBackendError: with did-you-mean, what is registered, and how to add it.
         """
         if spec.provider is not None:
-            backend = self.backends.get(f"{spec.provider}/{spec.simulator}")
+            backend = self.backends.get(f"{spec.provider}/{spec.simulator}") or next(
+                (b for b in self.backends.values() if b.provider == spec.provider and b.device_name == spec.simulator), None
+            )  # the PennyLane name works too: local:qbackends/qbackends.fused.qubit (see Backend.braket_string)
             if backend is not None:
                 return backend
             providers = sorted({b.provider for b in self.backends.values()})
@@ -67,7 +69,9 @@ class Registry:
                     or "install the plugin package that adds this provider (see `qbackends plugins`).",
                 )
             return self._unknown_simulator(spec, [b for b in self.backends.values() if b.provider == spec.provider])
-        matches = [b for b in self.backends.values() if b.simulator == spec.simulator]
+        matches = [b for b in self.backends.values() if b.simulator == spec.simulator] or [
+            b for b in self.backends.values() if b.device_name == spec.simulator
+        ]
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:

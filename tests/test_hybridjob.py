@@ -137,3 +137,125 @@ def test_errors_before_anything_starts(tmp_path):
 def test_environment_outside_a_job_is_empty():
     env = JobEnvironment.from_env({})
     assert env.device is None and env.hyperparameters == {} and env.results_dir is None
+
+
+# What Braket's example scripts do with the device string (hybrid_jobs/4, qaoa/utils.py), written out.
+BRAKET_GET_DEVICE_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    import pennylane as qml
+
+    device_string = os.environ["AMZN_BRAKET_DEVICE_ARN"]
+    assert device_string.split(":")[0] == "local", device_string
+    _prefix, device_name = device_string.split("/")
+    device = qml.device(device_name, wires=2)
+
+    @qml.qnode(device)
+    def bell():
+        qml.Hadamard(0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    print("opened", device.name, float(bell()))
+    """
+)
+
+
+def _job(tmp_path, *args, check=False):
+    return subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", "job", "run", *args, "--jobs-dir", str(tmp_path / "jobs")],
+        capture_output=True,
+        text=True,
+        check=check,
+        cwd=tmp_path,
+    )
+
+
+def _runnable_cpu_backends():
+    from qbackends import capabilities, get_registry
+    from qbackends.device import facts_for
+
+    registry = get_registry()
+    facts = facts_for(registry)
+    return [
+        b.device_string
+        for b in registry.backends.values()
+        if b.provider != "fixture" and b.hardware in ("cpu", "kokkos") and capabilities.evaluate(b, facts).ok
+    ]
+
+
+@pytest.mark.parametrize("device", ["auto", *_runnable_cpu_backends()])
+def test_every_exported_string_opens_with_braket_get_device(tmp_path, device):
+    from qbackends import get_registry
+    from qbackends.devicestring import parse
+
+    (tmp_path / "job.py").write_text(BRAKET_GET_DEVICE_SCRIPT)
+    out = _job(tmp_path, "job.py", "--device", device, check=True)
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    opened = next(line for line in out.stdout.splitlines() if line.startswith("opened"))
+    assert abs(float(opened.split()[-1]) - 1.0) < 1e-12
+    exported = summary["device"]
+    backend = get_registry().lookup(parse(exported))  # and qbackends resolves it to the backend asked for
+    if device == "auto":
+        assert exported == "local:pennylane/lightning.qubit"  # auto's choice at no size on a CPU machine
+    else:
+        assert backend == get_registry().lookup(parse(device))
+
+
+def test_a_typo_stops_the_job_before_anything_is_made(tmp_path):
+    (tmp_path / "job.py").write_text("print('ran')")
+    out = _job(tmp_path, "job.py", "--device", "local:pennylane/lighting.qubit")
+    assert out.returncode == 2 and "ran" not in out.stdout
+    assert out.stderr.strip().splitlines() == [
+        "qbackends: error: Unknown simulator 'lighting.qubit' in 'local:pennylane/lighting.qubit'; registered: "
+        + ", ".join(sorted(s for s in _pennylane_strings()))
+        + ". Fix: did you mean 'local:pennylane/lightning.qubit'?"
+    ]
+    assert not (tmp_path / "jobs").exists()
+
+
+def _pennylane_strings():
+    from qbackends import get_registry
+
+    return [b.device_string for b in get_registry().backends.values() if b.provider == "pennylane"]
+
+
+def test_a_job_killed_by_a_signal_says_so(tmp_path):
+    (tmp_path / "job.py").write_text("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    out = _job(tmp_path, "job.py", "--job-name", "doomed")
+    assert out.returncode == 137
+    assert out.stderr.strip().splitlines()[-1].startswith("qbackends: error: job 'doomed' was ended by SIGKILL.")
+
+
+def test_the_summary_lists_only_what_this_run_wrote(tmp_path):
+    writes = "import os, pathlib; pathlib.Path(os.environ['AMZN_BRAKET_JOB_RESULTS_DIR'], 'results.json').write_text('{}')"
+    (tmp_path / "ok.py").write_text(writes)
+    (tmp_path / "fail.py").write_text("raise ValueError('bad input in the script')")
+    first = json.loads(_job(tmp_path, "ok.py", "--job-name", "same", check=True).stdout.splitlines()[-1])
+    assert [p.rsplit("/", 1)[-1] for p in first["results"]] == ["results.json"]
+    second = _job(tmp_path, "fail.py", "--job-name", "same")
+    assert json.loads(second.stdout.splitlines()[-1])["results"] == []
+    assert "ValueError: bad input in the script" in second.stderr  # the script's own error, as the script's
+    assert second.stderr.strip().splitlines()[-1] == (
+        "qbackends: error: job 'same' failed with exit code 1. Fix: its own error is shown above."
+    )
+
+
+def test_a_missing_module_or_function_is_one_line(tmp_path):
+    out = _job(tmp_path, "nosuch.module:main")
+    assert out.stderr.splitlines()[0] == (
+        "qbackends: error: entry point 'nosuch.module:main': no module named 'nosuch' here. "
+        "Fix: run `qbackends job run` from the folder that holds the module, or install its package."
+    )
+    assert "Traceback" not in out.stderr
+    out = _job(tmp_path, "qbackends.workloads.qaoa:nosuch")
+    assert out.stderr.splitlines()[0] == (
+        "qbackends: error: entry point 'qbackends.workloads.qaoa:nosuch': module 'qbackends.workloads.qaoa' has no function 'nosuch'."
+    )
+
+
+def test_a_workload_entry_point_ends_a_bad_device_with_one_line(tmp_path):
+    env = {**__import__("os").environ, "AMZN_BRAKET_DEVICE_ARN": "local:pennylane/nosuch"}
+    out = subprocess.run([sys.executable, "-m", "qbackends.workloads.qaoa"], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("qbackends: error: Unknown simulator 'nosuch' in 'local:pennylane/nosuch'")

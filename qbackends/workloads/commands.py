@@ -9,33 +9,38 @@ from pathlib import Path
 from typing import Any
 
 
+DEVICE_HELP = "device string, e.g. local:pennylane/lightning.qubit (unset: AMZN_BRAKET_DEVICE_ARN, QBACKENDS_DEVICE, else auto)"
+
+
 def register(sub: Any) -> None:
-    """Add ``run`` and ``job`` to the ``qbackends`` parser."""
+    """Add ``run``, ``sweep`` and ``job`` to the ``qbackends`` parser."""
     run = sub.add_parser("run", help="run a workload").add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
     p = run.add_parser("qaoa", help="QAOA MaxCut on a random or given graph")
-    p.add_argument("--device", default=None, help="device string (default: AMZN_BRAKET_DEVICE_ARN, QBACKENDS_DEVICE, else auto)")
-    p.add_argument("--nodes", type=int, default=18)
-    p.add_argument("--edges", type=int, default=24)
-    p.add_argument("--seed", type=int, default=1967)
-    p.add_argument("--graph", dest="graph_file", default=None, help="edge-list file: 'u v [weight]' per line")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--iterations", type=int, default=20)
-    p.add_argument("--stepsize", type=float, default=0.1)
-    p.add_argument("--optimizer", choices=("adam", "gd"), default="adam")
-    p.add_argument("--diff-method", default="adjoint")
-    p.add_argument("--formulation", choices=("fast", "qml.qaoa"), default="fast")
-    p.add_argument("--results-dir", default="results/qaoa")
-    p.add_argument("--checkpoint-dir", default=None, help="default: RESULTS_DIR/checkpoints")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
-    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--device", default=None, help=DEVICE_HELP)
+    p.add_argument("--nodes", type=int, default=18, help="nodes of the random graph (qubits)")
+    p.add_argument("--edges", type=int, default=24, help="edges of the random graph")
+    p.add_argument("--seed", type=int, default=1967, help="seed of the graph and the initial parameters")
+    p.add_argument("--graph", dest="graph_file", default=None, help="edge-list file, 'u v [weight]' per line, instead of a random graph")
+    p.add_argument("--layers", type=int, default=2, help="QAOA layers p")
+    p.add_argument("--iterations", type=int, default=20, help="optimizer steps")
+    p.add_argument("--stepsize", type=float, default=0.1, help="optimizer step size")
+    p.add_argument("--optimizer", choices=("adam", "gd"), default="adam", help="Adam or plain gradient descent")
+    p.add_argument("--diff-method", default="adjoint", help="PennyLane differentiation method")
+    p.add_argument(
+        "--formulation", choices=("fast", "qml.qaoa"), default="fast", help="IsingZZ+RX layers, or qml.qaoa's cost/mixer layers"
+    )
+    p.add_argument("--results-dir", default="results/qaoa", help="where results JSON and the plot go")
+    p.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (unset: RESULTS_DIR/checkpoints)")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint of this same run")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG of the cost trace")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run_qaoa)
 
     p = run.add_parser("qnn", help="train the dressed QNN on Sonar (or --data CSV), on one or more workers")
     _qnn_options(p)
-    p.add_argument("--nwires", type=int, default=6)
-    p.add_argument("--results-dir", default="results/qnn")
-    p.add_argument("--checkpoint-dir", default=None, help="default: RESULTS_DIR/checkpoints")
+    p.add_argument("--nwires", type=int, default=6, help="qubits of the quantum layer")
+    p.add_argument("--results-dir", default="results/qnn", help="where results JSON goes")
+    p.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (unset: RESULTS_DIR/checkpoints)")
     p.add_argument("--resume", action="store_true", help="continue from the last finished epoch")
     p.set_defaults(func=cmd_run_qnn)
 
@@ -45,40 +50,47 @@ def register(sub: Any) -> None:
     p = sweep.add_parser("qnn", help="one dressed QNN per qubit count: accuracy and time against qubits")
     _qnn_options(p)
     p.add_argument("--nwires", default="3,4,6,8,10", help="comma-separated qubit counts")
-    p.add_argument("--results-dir", default="results/qnn-sweep")
+    p.add_argument("--results-dir", default="results/qnn-sweep", help="where the table, JSON and plot go")
     p.set_defaults(func=cmd_sweep_qnn)
 
     job = sub.add_parser("job", help="run a hybrid-job script locally").add_subparsers(
         dest="job_command", required=True, metavar="ACTION"
     )
-    p = job.add_parser("run", help="run ENTRY_POINT with the Amazon Braket Hybrid Jobs environment")
+    p = job.add_parser(
+        "run",
+        help="run ENTRY_POINT with the Amazon Braket Hybrid Jobs environment",
+        description="Run a script written for Amazon Braket Hybrid Jobs, unchanged, with the AMZN_BRAKET_* variables set. "
+        "The device string is resolved first: AMZN_BRAKET_DEVICE_ARN gets local:<provider>/<PennyLane device name>.",
+    )
     p.add_argument("entry_point", metavar="ENTRY_POINT", help="script.py, package.module or package.module:function")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--hyperparameters", default=None, metavar="HP.json")
-    p.add_argument("--input-data", action="append", default=[], metavar="CHANNEL=PATH")
-    p.add_argument("--checkpoint-dir", default=None)
-    p.add_argument("--results-dir", default=None)
-    p.add_argument("--job-name", default=None)
+    p.add_argument("--device", default="auto", help="device string; auto becomes the backend it picks here")
+    p.add_argument("--hyperparameters", default=None, metavar="HP.json", help="JSON object of hyperparameters")
+    p.add_argument(
+        "--input-data", action="append", default=[], metavar="CHANNEL=PATH", help="an input channel (repeatable)"
+    )
+    p.add_argument("--checkpoint-dir", default=None, help="checkpoint folder (unset: JOBS_DIR/NAME/checkpoints)")
+    p.add_argument("--results-dir", default=None, help="results folder (unset: JOBS_DIR/NAME/results)")
+    p.add_argument("--job-name", default=None, help="job name (unset: qbackends-job-<date>-<time>)")
     p.add_argument("--jobs-dir", default="jobs", help="where job folders are made")
     p.set_defaults(func=cmd_job_run)
 
 
 def _qnn_options(p: Any) -> None:
-    p.add_argument("--device", default=None, help="device string (default: AMZN_BRAKET_DEVICE_ARN, QBACKENDS_DEVICE, else auto)")
-    p.add_argument("--ndata", type=int, default=208)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--margin", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=1967)
-    p.add_argument("--test-fraction", type=float, default=0.25)
+    p.add_argument("--device", default=None, help=DEVICE_HELP)
+    p.add_argument("--ndata", type=int, default=208, help="rows of data used (Sonar has 208)")
+    p.add_argument("--batch-size", type=int, default=16, help="global batch size")
+    p.add_argument("--epochs", type=int, default=5, help="training epochs")
+    p.add_argument("--lr", type=float, default=0.1, help="Adam learning rate")
+    p.add_argument("--gamma", type=float, default=0.99, help="StepLR decay per epoch")
+    p.add_argument("--margin", type=float, default=0.1, help="margin of the ranking loss")
+    p.add_argument("--seed", type=int, default=1967, help="seed of the split, the sampler and the weights")
+    p.add_argument("--test-fraction", type=float, default=0.25, help="held-out share of the data")
     p.add_argument("--patience", type=int, default=None, help="stop after K epochs without better held-out accuracy")
     p.add_argument("--workers", type=int, default=1, help="local processes (torch's elastic launcher)")
     p.add_argument("--scale-lr", action="store_true", help="keep the per-worker batch; scale the learning rate by the workers")
-    p.add_argument("--diff-method", default="adjoint")
-    p.add_argument("--data", default=None, help="CSV: features then an M/R label per line (default: the shipped Sonar data)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--diff-method", default="adjoint", help="PennyLane differentiation method")
+    p.add_argument("--data", default=None, help="CSV, features then an M/R label per line (unset: the shipped Sonar data)")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
 
 
 def _qnn_config(args: argparse.Namespace, nwires: int) -> Any:
@@ -245,8 +257,9 @@ def cmd_run_qaoa(args: argparse.Namespace) -> int:
 
 
 def cmd_job_run(args: argparse.Namespace) -> int:
-    from ..hybridjob import prepare_job, run_job
+    from ..hybridjob import check_exit, prepare_job, resolve_device, run_job, snapshot, written_since
 
+    device = resolve_device(args.device)  # before anything is made: a typo ends here
     command, layout = prepare_job(
         args.entry_point,
         job_name=args.job_name,
@@ -256,7 +269,10 @@ def cmd_job_run(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir,
         results_dir=args.results_dir,
     )
-    code = run_job(command, layout, args.device, layout.root.name)
-    produced = sorted(str(p) for p in layout.results_dir.rglob("*") if p.is_file())
-    print(json.dumps({"job": layout.root.name, "exit_code": code, "results_dir": str(layout.results_dir), "results": produced}))
-    return code
+    before = snapshot(layout.results_dir)
+    code = run_job(command, layout, device, layout.root.name)
+    produced = written_since(layout.results_dir, before)
+    summary = {"job": layout.root.name, "device": device, "exit_code": code, "results_dir": str(layout.results_dir)}
+    print(json.dumps({**summary, "results": produced}))
+    check_exit(code, layout.root.name)
+    return 0

@@ -401,4 +401,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ..hybridjob import entry
+
+    raise SystemExit(entry(main))

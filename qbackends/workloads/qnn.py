@@ -597,4 +597,6 @@ def _channel_file(input_dir: Path) -> Path | None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ..hybridjob import entry
+
+    raise SystemExit(entry(main))
