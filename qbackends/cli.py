@@ -176,6 +176,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    import time
+
+    from .fused import warmup
+
+    start = time.perf_counter()
+    print("compiling fused.qubit's kernels, once per installation...", flush=True)
+    warmup.compile_kernels()
+    print(f"done in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -217,6 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", default=None, help="profile path (default: QBACKENDS_PROFILE, else ~/.cache/qbackends/profile.json)"
     )
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser(
+        "warmup", help="compile fused.qubit's kernels now (once per installation, about 15 s), so no run waits for them"
+    )
+    p.set_defaults(func=cmd_warmup)
 
     for register in _extra_commands():
         register(sub)
