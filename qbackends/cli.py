@@ -67,6 +67,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    from .device import wire_count
+
+    wire_count(args.wires)  # typed error for a negative or huge count, before any size arithmetic
     registry = get_registry()
     facts = facts_for(registry)
     spec = devicestring.parse(args.spec)

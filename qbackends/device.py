@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from .registry import Registry, get_registry
 log = logging.getLogger("qbackends")
 
 DEVICE_ENV_VARS = ("AMZN_BRAKET_DEVICE_ARN", "QBACKENDS_DEVICE")
-_construction_errors: dict[str, str] = {}  # device_name -> error, for this process
+MAX_WIRES = 512  # far beyond any state vector; checked before any size arithmetic
 
 
 def device_string_from_env(environ: Mapping[str, str] | None = None) -> str:
@@ -37,9 +38,46 @@ def facts_for(registry: Registry) -> probe.MachineFacts:
     """This machine's facts for the registered backends, with construction failures seen so far."""
     dists = tuple(b.distribution for b in registry.backends.values())
     facts = probe.machine_facts(dists)
-    if _construction_errors:
-        facts = probe.MachineFacts(**{**facts.__dict__, "device_errors": {**facts.device_errors, **_construction_errors}})
+    if registry.construction_errors:
+        errors = {**facts.device_errors, **registry.construction_errors}
+        facts = probe.MachineFacts(**{**facts.__dict__, "device_errors": errors})
     return facts
+
+
+def wire_count(wires: Any) -> int | None:
+    """The number of wires a request names: a non-negative integer (NumPy's too) or unique labels.
+
+    Raises:
+        UnsupportedOptionError: for a negative, huge, fractional or string count, or repeated labels.
+    """
+    import numbers
+
+    fix = "pass wires=n (a whole number up to 512) or a list of distinct labels, e.g. wires=['a', 'b']."
+    if wires is None:
+        return None
+    if isinstance(wires, bool) or isinstance(wires, (str, bytes)):
+        raise UnsupportedOptionError(f"wires={wires!r} is not a number of wires or a list of labels.", fix)
+    if isinstance(wires, numbers.Integral):
+        count = int(wires)
+        if not 0 <= count <= MAX_WIRES:
+            raise UnsupportedOptionError(f"wires={count} is out of range (0 to {MAX_WIRES}).", fix)
+        return count
+    if isinstance(wires, numbers.Number):
+        raise UnsupportedOptionError(f"wires={wires!r} is not a whole number.", fix)
+    try:
+        labels = list(wires)
+    except TypeError:
+        raise UnsupportedOptionError(f"wires={wires!r} is not a number of wires or a list of labels.", fix) from None
+    try:
+        distinct = {hash(w) for w in labels} and set(labels)
+    except TypeError:
+        raise UnsupportedOptionError(f"wires={wires!r} holds a label that is not hashable.", fix) from None
+    repeated = sorted(repr(w) for w in distinct if labels.count(w) > 1)
+    if repeated:
+        raise UnsupportedOptionError(f"wires={wires!r} repeats {', '.join(repeated)}; wire labels must be distinct.", fix)
+    if len(labels) > MAX_WIRES:
+        raise UnsupportedOptionError(f"wires names {len(labels)} labels; at most {MAX_WIRES}.", fix)
+    return len(labels)
 
 
 @dataclass(frozen=True)
@@ -110,6 +148,7 @@ def choose(
             f"precision={precision!r} is not a precision qbackends knows; choices: c64, c128.",
             "pass precision='c64' (half the memory) or precision='c128' (default).",
         )
+    wires = wire_count(wires)
     registry = registry or get_registry()
     facts = facts or facts_for(registry)
     chain = candidates(spec, fallback, wires, registry, facts)
@@ -197,28 +236,56 @@ def device_options(backend: Backend, factory: Callable[..., Any], precision: str
     return result
 
 
-def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any]) -> Any:
-    """Construct the chosen device. A failure is recorded for this process and raised typed."""
+def _construct(backend: Backend, wires: Any, kwargs: Mapping[str, Any]) -> Any:
     import pennylane as qml
 
+    if backend.create is not None:
+        return backend.create(wires=wires, **kwargs)
+    return qml.device(backend.device_name, wires=wires, **kwargs)
+
+
+def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any], registry: Registry | None = None) -> Any:
+    """Construct the chosen device.
+
+    A failure that the request caused (its wires or options) is the request's error; one that a
+    plain one-wire construction repeats means the backend is broken here, and is recorded in the
+    registry so that ``auto`` and ``fallback=`` pass over it.
+
+    Raises:
+        UnsupportedOptionError: the backend refused this request.
+        BackendUnavailableError: the backend cannot be built here at all.
+    """
     backend = choice.backend
     factory = backend.create or device_class(backend.device_name).__init__
     kwargs = device_options(backend, factory, precision, options)
     try:
-        if backend.create is not None:
-            return backend.create(wires=wires, **kwargs)
-        return qml.device(backend.device_name, wires=wires, **kwargs)
+        return _construct(backend, wires, kwargs)
     except QBackendsError:
         raise
     except Exception as exc:
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        if not options:  # the backend itself is broken here, not the user's options: skip it from now on
-            _construction_errors[backend.device_name] = message
+        if _constructs_plainly(backend):
+            raise UnsupportedOptionError(
+                f"{backend.device_string} refused this request (wires={wires!r}"
+                + "".join(f", {k}={v!r}" for k, v in options.items())
+                + f"): {message}",
+                "check the wires and options against the device's documentation; the backend itself works here.",
+            ) from exc
+        (registry or get_registry()).construction_errors[backend.device_name] = message
         raise BackendUnavailableError(
             f"{backend.device_string} failed at construction: {message}",
             capabilities.construction_fix(backend.hardware)
             + f", or pass fallback=[...] to get_device; `qbackends probe {backend.device_string}` shows the details.",
         ) from exc
+
+
+def _constructs_plainly(backend: Backend) -> bool:
+    """Whether the backend builds with one wire and no options: then a failure was the request's."""
+    try:
+        _construct(backend, 1, {})
+    except Exception:  # noqa: BLE001 - any failure here means the backend is broken
+        return False
+    return True
 
 
 def get_device(
@@ -251,17 +318,26 @@ def get_device(
         QBackendsError: a typed subclass saying what is wrong and how to fix it.
     """
     registry = get_registry()
-    count = wires if isinstance(wires, int) or wires is None else len(wires)
-    choice = choose(
-        spec,
-        count,
-        fallback=fallback,
-        precision=precision,
-        diff_method=diff_method,
-        ignore_memory=ignore_memory,
-        registry=registry,
-    )
-    device = build(choice, wires, precision, options)
+    count = wire_count(wires)
+    if isinstance(wires, numbers.Integral):
+        wires = int(wires)  # NumPy integers work as they do in qml.device
+    chain = candidates(spec, fallback, count, registry, facts_for(registry))
+    for attempt in range(1, len(chain) + 1):  # a backend broken at construction is recorded; the next is tried
+        choice = choose(
+            spec,
+            count,
+            fallback=fallback,
+            precision=precision,
+            diff_method=diff_method,
+            ignore_memory=ignore_memory,
+            registry=registry,
+        )
+        try:
+            device = build(choice, wires, precision, options, registry)
+            break
+        except BackendUnavailableError:
+            if choice.backend.device_name not in registry.construction_errors or attempt == len(chain):
+                raise
     from . import decompositions as rules
 
     declared = choice.capabilities.operations

@@ -46,6 +46,7 @@ class Registry:
     plugins: dict[str, str] = field(default_factory=dict)  # plugin name -> distribution
     failures: list[PluginFailure] = field(default_factory=list)
     manager: pluggy.PluginManager | None = None
+    construction_errors: dict[str, str] = field(default_factory=dict)  # device_name -> why it cannot be built here
     _rules: list[RuleRegistration] | None = None
 
     def lookup(self, spec: DeviceSpec) -> Backend:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pennylane as qml
@@ -107,19 +108,49 @@ def test_shots_pass_through():
     assert np.all(flip() == -1) and len(flip()) == 100
 
 
-def test_construction_failure_is_typed():
-    with pytest.raises(BackendUnavailableError) as err:
+def test_a_request_the_backend_refuses_is_the_requests_error():
+    with pytest.raises(UnsupportedOptionError) as err:
         get_device("lightning.qubit", wires=2, seed="not-a-seed")
-    assert "local:pennylane/lightning.qubit failed at construction: TypeError: SeedSequence expects int" in str(err.value)
-    assert "fallback=[...]" in err.value.fix
-    # a bad option value is the user's error, not the backend's: it stays available
+    assert str(err.value).startswith(
+        "local:pennylane/lightning.qubit refused this request (wires=2, seed='not-a-seed'): TypeError: SeedSequence expects int"
+    )
+    # the user's error, not the backend's: it stays available, for auto too
     assert qbackends.choose("local:pennylane/lightning.qubit", 2).backend.simulator == "lightning.qubit"
+    assert qbackends.get_registry().construction_errors == {}
 
 
-@pytest.fixture(autouse=True)
-def _forget_construction_errors():
-    from qbackends import device
+def test_bad_wires_do_not_disable_a_backend():
+    """The attack's F1: repeated labels once made lightning.qubit 'broken' for the whole process."""
+    with pytest.raises(UnsupportedOptionError, match=r"wires=\[0, 0, 1\] repeats 0; wire labels must be distinct"):
+        get_device("local:pennylane/lightning.qubit", wires=[0, 0, 1])
+    assert get_device("local:pennylane/lightning.qubit", wires=2).name == "lightning.qubit"
+    assert get_device("auto", wires=2).name == "lightning.qubit"
 
-    device._construction_errors.clear()
-    yield
-    device._construction_errors.clear()
+
+@pytest.mark.parametrize(
+    ("wires", "message"),
+    [
+        (-1, "wires=-1 is out of range (0 to 512)"),
+        (1_000_000_000, "wires=1000000000 is out of range (0 to 512)"),
+        ("4", "wires='4' is not a number of wires or a list of labels"),
+        (1.5, "wires=1.5 is not a whole number"),
+        (True, "wires=True is not a number of wires or a list of labels"),
+        ([[0], 1], "holds a label that is not hashable"),
+    ],
+)
+def test_wires_are_validated_at_the_boundary(wires, message):
+    with pytest.raises(UnsupportedOptionError, match=re.escape(message)):
+        get_device("lightning.qubit", wires=wires)
+
+
+def test_numpy_integers_are_wire_counts():
+    assert len(get_device("lightning.qubit", wires=np.int64(4)).wires) == 4
+    assert get_device("auto", wires=np.int32(3)).name == "lightning.qubit"
+
+
+def test_fallback_is_tried_after_a_construction_failure():
+    dev = get_device("local:fixture/failing.qubit", wires=2, fallback=["local:pennylane/lightning.qubit"])
+    assert dev.name == "lightning.qubit"
+    assert qbackends.get_registry().construction_errors == {
+        "failing.qubit": "RuntimeError: Error in PennyLane Lightning: CUDA driver version is insufficient for CUDA runtime version"
+    }
