@@ -92,10 +92,16 @@ def candidates(
     spec: str | None, fallback: Sequence[str] | None, wires: int | None, registry: Registry, facts: probe.MachineFacts
 ) -> list[Backend]:
     """The backends to try, in order."""
-    parsed = devicestring.parse(device_string_from_env() if spec is None else spec)
-    if parsed.is_auto:
-        return auto_order(registry, facts, wires)
-    chain = [registry.lookup(parsed)]
+    try:
+        parsed = devicestring.parse(device_string_from_env() if spec is None else spec)
+        if parsed.is_auto:
+            return auto_order(registry, facts, wires)
+        chain = [registry.lookup(parsed)]
+    except QBackendsError as exc:
+        source = next((name for name in DEVICE_ENV_VARS if os.environ.get(name)), None) if spec is None else None
+        if source is None:
+            raise
+        raise type(exc)(f"{exc.message.rstrip('.')} (the device string came from {source}).", exc.fix) from exc
     for name in fallback or ():
         backend = registry.lookup(devicestring.parse(name))
         if backend not in chain:
@@ -188,7 +194,7 @@ def memory_error(
     fixes = [f"use at most {caps.max_wires} wires"]
     if precision == "c128" and not backend.dense_adjoint_observables:
         fixes.append("precision='c64' halves the memory")
-    fixes.append("use a GPU or MPI backend (lightning.gpu, lightning.kokkos with mpi=True)")
+    fixes.append("use a GPU backend with more memory (local:pennylane/lightning.gpu)")
     if backend.dense_adjoint_observables:
         fixes.append("use diff_method='backprop' or lightning.qubit")
     fixes.append("or pass ignore_memory=True if you know better")

@@ -160,6 +160,13 @@ def build_registry(entry_points: Iterable[metadata.EntryPoint] | None = None, on
             manager.register(ep.load(), name=ep.name)
         except Exception as exc:
             registry.failures.append(PluginFailure(ep.name, dist, _describe(exc), traceback.format_exc()))
+    installed = sorted(ep.name for ep in entry_points)
+    for name in sorted((wanted or set()) - set(installed)):
+        registry.failures.append(
+            PluginFailure(
+                name, "-", f"{PLUGINS_ENV} names {name!r}, which no installed package provides; installed: {', '.join(installed)}"
+            )
+        )
     for impl in manager.hook.register_backends.get_hookimpls():
         registry._call_plugin(impl, functools.partial(_add_backend, registry, impl.plugin_name))
     return registry

@@ -20,11 +20,22 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], obje
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600; a new file gets what the umask allows
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _mode_for(target: Path) -> int:
+    """The mode an ordinary write would give: the existing file's, else 0666 less the umask."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:

@@ -154,3 +154,23 @@ def test_fallback_is_tried_after_a_construction_failure():
     assert qbackends.get_registry().construction_errors == {
         "failing.qubit": "RuntimeError: Error in PennyLane Lightning: CUDA driver version is insufficient for CUDA runtime version"
     }
+
+
+def test_an_error_about_a_string_from_the_environment_says_where_it_came_from(monkeypatch):
+    monkeypatch.setenv("AMZN_BRAKET_DEVICE_ARN", "local:pennylane/nosuch")
+    with pytest.raises(qbackends.UnknownBackendError, match=r"\(the device string came from AMZN_BRAKET_DEVICE_ARN\)\."):
+        get_device(wires=2)
+
+
+def test_results_honour_the_umask(tmp_path):
+    import os
+
+    from qbackends.storage import atomic_write_json
+
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_json(tmp_path / "r.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left

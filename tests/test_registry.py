@@ -66,3 +66,13 @@ def test_list_and_registry_do_not_import_pennylane_or_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "local:pennylane/lightning.qubit" in result.stdout
+
+
+def test_a_plugin_named_in_the_environment_but_not_installed_is_reported(monkeypatch):
+    from qbackends import registry
+
+    monkeypatch.setenv("QBACKENDS_PLUGINS", "nosuch")
+    registry.reset_registry()
+    failures = registry.get_registry().failures
+    assert [f.plugin for f in failures] == ["nosuch"]
+    assert failures[0].error.startswith("QBACKENDS_PLUGINS names 'nosuch', which no installed package provides; installed: ")
