@@ -52,3 +52,24 @@ def test_first_call_in_a_new_process(benchmark, tmp_path, cache):
 
     seconds = benchmark.pedantic(run, rounds=1, iterations=1)
     record_seconds("fused: first QAOA run in a new process", cache, seconds)
+
+
+@pytest.mark.parametrize("cache", ["kernels compiled", "fresh install (empty cache)"])
+def test_first_qbackends_run_qaoa(benchmark, tmp_path, cache):
+    """The README's first command after installing: the default `qbackends run qaoa` (18 nodes, p=2,
+    20 iterations, auto), whole process, with fused.qubit's kernels compiled and with an empty numba
+    cache (auto then weighs the one-time compilation and runs this short job on lightning)."""
+    env = dict(os.environ)
+    if cache.startswith("fresh"):
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba")
+    else:
+        from qbackends.fused import warmup
+
+        warmup.compile_kernels()
+    command = [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--quiet", "--no-plot", "--results-dir", str(tmp_path)]
+
+    def run():
+        return subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
+
+    out = benchmark.pedantic(run, rounds=1, iterations=1)
+    record_seconds("first run: qbackends run qaoa, whole process", cache, benchmark.stats.stats.median, out.split(":")[0])
