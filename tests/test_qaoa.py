@@ -160,8 +160,43 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path):
 
 def test_resume_refuses_another_configuration(tmp_path):
     qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
-    with pytest.raises(WorkloadInputError, match="is of another configuration"):
+    with pytest.raises(WorkloadInputError, match=r"is of another run: its settings differ \(layers: 2 then, 3 now\)"):
         qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2, layers=3), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    with pytest.raises(WorkloadInputError, match=r"it was made on another device \('lightning.qubit' then, 'default.qubit' now\)"):
+        qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=3), "default.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+def test_resume_refuses_a_graph_file_whose_contents_changed(tmp_path):
+    """The attack's F4: a 4-node graph file replaced by a 6-node one under the same name was resumed."""
+    graph = tmp_path / "g.txt"
+    graph.write_text("0 1\n1 2\n2 3\n3 0\n")
+    config = qaoa.Config(graph_file=str(graph), iterations=3)
+    qaoa.run(config, "lightning.qubit", checkpoint_dir=tmp_path / "ck")
+    graph.write_text("0 1\n1 2\n2 3\n3 4\n4 5\n5 0\n")
+    with pytest.raises(WorkloadInputError, match=r"the graph differs \(the edge list's contents changed\)"):
+        qaoa.run(qaoa.Config(graph_file=str(graph), iterations=6), "lightning.qubit", checkpoint_dir=tmp_path / "ck", resume=True)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: p.update(iteration=1000), "iteration 1000 is not a whole number from 0 to --iterations 10"),
+        (lambda p: p.update(iteration=-5), "iteration -5 is not a whole number from 0 to --iterations 10"),
+        (lambda p: p.update(params=[[float("nan"), 0.1], [0.2, 0.3]]), "a parameter, cost or optimizer moment is not finite"),
+        (lambda p: p.update(params=[[0.1], [0.2]]), r"parameters of shape \(2, 1\), not \(2, 2\)"),
+        (lambda p: p.update(costs=p["costs"][:1]), "costs holds 1 entries for 3 iterations"),
+        (lambda p: p.update(params="x"), "a value is not a number|parameters of shape"),
+        (lambda p: p.pop("optimizer"), "is unreadable"),
+    ],
+)
+def test_resume_refuses_a_corrupt_checkpoint(tmp_path, edit, message):
+    qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=3), "lightning.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qaoa.CHECKPOINT_FILE
+    data = json.loads(path.read_text())
+    edit(data["progress"])
+    path.write_text(json.dumps(data))
+    with pytest.raises(WorkloadInputError, match=message):
+        qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=10), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
 
 
 def test_cli_writes_results_and_plot(tmp_path):
@@ -222,3 +257,10 @@ def test_auto_weighs_the_one_time_kernel_compilation(monkeypatch, tmp_path, capl
     assert warmup.compiled() and qaoa.fused_pays_off(6, 1, 1)
     assert qaoa.workload_device("auto", 6, "adjoint", layers=2, iterations=20).name == "qbackends.fused.qubit"
     assert "compiling" not in caplog.text
+
+
+def test_resume_under_auto_continues_on_the_checkpoints_device(tmp_path):
+    first = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.kokkos", checkpoint_dir=tmp_path)
+    resumed = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=4), "auto", checkpoint_dir=tmp_path, resume=True)
+    assert resumed["device"] == first["device"] == "lightning.kokkos"
+    assert resumed["costs"][:2] == first["costs"]

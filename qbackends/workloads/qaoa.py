@@ -280,11 +280,14 @@ def run(
 
     config.validate()
     graph = load_graph(config)
+    checkpoint = Path(checkpoint_dir) / CHECKPOINT_FILE if checkpoint_dir else None
+    if resume and checkpoint is not None:
+        device = _resumed_device(device, checkpoint)
     dev = workload_device(device, graph.nodes, config.diff_method, config.layers, config.iterations)
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
-    checkpoint = Path(checkpoint_dir) / CHECKPOINT_FILE if checkpoint_dir else None
-    progress = _load_checkpoint(checkpoint, config) if resume and checkpoint else None
+    identity = run_identity(config, graph, dev.name)
+    progress = _load_checkpoint(checkpoint, config, identity) if resume and checkpoint else None
     if progress is None:
         progress = Progress(0, initial_params(config).tolist(), [], [], OptimizerState())
     params = np.array(progress.params)
@@ -296,7 +299,7 @@ def run(
         progress.costs.append(float(value))
         progress.params, progress.iteration = params.tolist(), iteration
         if checkpoint is not None:
-            atomic_write_json(checkpoint, {"config": asdict(config), "progress": asdict(progress)})
+            atomic_write_json(checkpoint, {"config": asdict(config), "run": identity, "progress": asdict(progress)})
         if on_iteration is not None:
             on_iteration(iteration, float(value))
 
@@ -367,22 +370,99 @@ def _value_and_grad(qnode: Any) -> Callable[[Any], tuple[Any, Any]]:
     return value_and_grad(qnode)
 
 
-def _load_checkpoint(path: Path, config: Config) -> Progress | None:
+def run_identity(config: Config, graph: Graph, device_name: str) -> dict[str, str]:
+    """What makes a run this run: its settings (not the iteration budget), the graph itself (a file's
+    contents, not its name) and the device. A checkpoint of another run is refused on resume."""
+    import hashlib
+    import json
+
+    settings = {k: v for k, v in asdict(config).items() if k not in ("iterations", "graph_file")}
+    edges = json.dumps([graph.nodes, [list(e) for e in graph.edges]])
+    return {
+        "settings": hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
+        "graph": hashlib.sha256(edges.encode()).hexdigest(),
+        "device": device_name,
+    }
+
+
+_IDENTITY_WORDS = {
+    "settings": "its settings differ ({})",
+    "graph": "the graph differs (the edge list's contents changed)",
+    "device": "it was made on another device ({})",
+}
+
+
+def _resumed_device(spec: str | None, checkpoint: Path) -> str | None:
+    """Under ``auto``, a resumed run continues on the device its checkpoint was made on."""
+    import json
+
+    from ..device import device_string_from_env
+    from ..devicestring import parse
+
+    if not parse(spec if spec is not None else device_string_from_env()).is_auto or not checkpoint.exists():
+        return spec
+    try:
+        recorded = json.loads(checkpoint.read_text())["run"]["device"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return spec  # _load_checkpoint names what is wrong with it
+    return recorded if isinstance(recorded, str) else spec
+
+
+def _load_checkpoint(path: Path, config: Config, identity: dict[str, str]) -> Progress | None:
     import json
 
     if not path.exists():
         return None
     try:
         data = json.loads(path.read_text())
-        if {**data["config"], "iterations": config.iterations} != asdict(config):  # only the budget may grow
-            raise WorkloadInputError(
-                f"Checkpoint {str(path)!r} is of another configuration ({data['config']}).",
-                "resume with the same options, or remove the checkpoint to start over.",
-            )
+        recorded = data["run"]
         p = data["progress"]
-        return Progress(p["iteration"], p["params"], p["costs"], p["seconds"], OptimizerState(**p["optimizer"]))
+        progress = Progress(p["iteration"], p["params"], p["costs"], p["seconds"], OptimizerState(**p["optimizer"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise WorkloadInputError(f"Checkpoint {str(path)!r} is unreadable: {exc}.", "remove it to start over.") from exc
+    differences = [key for key in _IDENTITY_WORDS if recorded.get(key) != identity[key]]
+    if differences:
+        details = {
+            "settings": ", ".join(
+                f"{k}: {data.get('config', {}).get(k)!r} then, {v!r} now"
+                for k, v in asdict(config).items()
+                if k not in ("iterations", "graph_file") and data.get("config", {}).get(k) != v
+            )
+            or "see the checkpoint",
+            "device": f"{recorded.get('device')!r} then, {identity['device']!r} now",
+        }
+        reasons = "; ".join(_IDENTITY_WORDS[k].format(details.get(k, "")) for k in differences)
+        raise WorkloadInputError(
+            f"Checkpoint {str(path)!r} is of another run: {reasons}.",
+            "resume with the same options, graph and --device, or remove the checkpoint to start over.",
+        )
+    _check_progress(path, progress, config)
+    return progress
+
+
+def _check_progress(path: Path, progress: Progress, config: Config) -> None:
+    """Every field of a checkpoint's progress: type, shape, range, finiteness."""
+
+    def bad(what: str) -> WorkloadInputError:
+        return WorkloadInputError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
+
+    n = progress.iteration
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= config.iterations:
+        raise bad(f"iteration {n!r} is not a whole number from 0 to --iterations {config.iterations}")
+    for name in ("costs", "seconds"):
+        values = getattr(progress, name)
+        if not isinstance(values, list) or len(values) != n:
+            raise bad(f"{name} holds {len(values) if isinstance(values, list) else values!r} entries for {n} iterations")
+    try:
+        params = np.asarray(progress.params, dtype=float)
+        numbers = np.asarray(progress.costs + progress.seconds, dtype=float)
+        moments = np.asarray(progress.optimizer.m + progress.optimizer.v, dtype=float)
+    except (TypeError, ValueError):
+        raise bad("a value is not a number") from None
+    if params.shape != (2, config.layers):
+        raise bad(f"parameters of shape {params.shape}, not (2, {config.layers})")
+    if not (np.isfinite(params).all() and np.isfinite(numbers).all() and np.isfinite(moments).all()):
+        raise bad("a parameter, cost or optimizer moment is not finite")
 
 
 def _results(
