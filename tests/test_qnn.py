@@ -214,3 +214,23 @@ def test_sweep_writes_table_and_plot(tmp_path):
     assert [r["nwires"] for r in rows] == [2, 3]
     assert "| qubits | held-out accuracy |" in out.stdout
     assert (tmp_path / "qnn-sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_resume_refuses_another_run_or_a_corrupt_checkpoint(tmp_path):
+    import torch
+
+    qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path)
+    with pytest.raises(WorkloadInputError, match=r"another device \('lightning.qubit' then, 'default.qubit' now\)"):
+        qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "default.qubit", checkpoint_dir=tmp_path, resume=True)
+    path = tmp_path / qnn.CHECKPOINT_FILE
+    pristine = torch.load(path, weights_only=True)
+    for edit, message in [
+        (lambda s: s.update(epoch=100), "epoch 100 is not a whole number from 1 to --epochs 3"),
+        (lambda s: s["model"].update({k: v * float("nan") for k, v in s["model"].items()}), "a model weight is not finite"),
+        (lambda s: s["run"].update(data="0" * 64), "the data differ"),
+    ]:
+        state = {**pristine, "model": dict(pristine["model"]), "run": dict(pristine["run"])}
+        edit(state)
+        torch.save(state, path)
+        with pytest.raises(WorkloadInputError, match=message):
+            qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)

@@ -217,7 +217,8 @@ def train(
     loss_fn = torch.nn.MarginRankingLoss(margin=config.margin)
 
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_FILE if checkpoint_dir else None
-    state = _load_checkpoint(checkpoint, config) if resume and checkpoint and checkpoint.exists() else None
+    identity = {"data": _digest(features, labels), "device": qdev.name, "workers": str(ctx.world)}
+    state = _load_checkpoint(checkpoint, config, identity) if resume and checkpoint and checkpoint.exists() else None
     history: list[dict[str, Any]] = []
     start_epoch, best, since_best = 1, -1.0, 0
     if state is not None:
@@ -286,7 +287,7 @@ def train(
         else:
             since_best += 1
         if ctx.main and checkpoint is not None:
-            _save_checkpoint(checkpoint, config, model, optimizer, scheduler, epoch, history, best, since_best)
+            _save_checkpoint(checkpoint, config, identity, model, optimizer, scheduler, epoch, history, best, since_best)
         if ctx.main and on_epoch is not None:
             on_epoch(epoch, history[-1])
         if config.patience is not None and since_best >= config.patience:
@@ -394,6 +395,7 @@ def _sum(values: list[float], ctx: Context) -> list[float]:
 def _save_checkpoint(
     path: Path,
     config: Config,
+    identity: dict[str, str],
     model: Any,
     optimizer: Any,
     scheduler: Any,
@@ -408,6 +410,7 @@ def _save_checkpoint(
 
     state = {
         "config": asdict(config),
+        "run": identity,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
@@ -436,11 +439,23 @@ def _same_run(saved: Any, config: Config) -> bool:
     return isinstance(saved, dict) and {k: v for k, v in saved.items() if k not in ignored} == current
 
 
-def _load_checkpoint(path: Path, config: Config) -> dict[str, Any]:
+def _digest(features: np.ndarray, labels: np.ndarray) -> str:
+    """The data a run trains on, by content: a file replaced under the same name is another run."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(features).tobytes() + np.ascontiguousarray(labels).tobytes()).hexdigest()
+
+
+_IDENTITY_WORDS = {"data": "the data differ", "device": "it was made on another device", "workers": "it had another number of workers"}
+
+
+def _load_checkpoint(path: Path, config: Config, identity: dict[str, str]) -> dict[str, Any]:
+    """A checkpoint of exactly this run, checked field by field; anything else is refused by name."""
     import torch
 
     try:
         state = torch.load(path, weights_only=True)  # never unpickles arbitrary objects
+        recorded = state["run"]
     except Exception as exc:
         raise WorkloadInputError(f"Checkpoint {str(path)!r} is unreadable: {exc}.", "remove it to start over.") from exc
     if not _same_run(state.get("config"), config):
@@ -448,7 +463,37 @@ def _load_checkpoint(path: Path, config: Config) -> dict[str, Any]:
             f"Checkpoint {str(path)!r} is of another configuration ({state.get('config')}).",
             "resume with the same options, or remove the checkpoint.",
         )
+    differences = [
+        f"{words} ({recorded.get(key)!r} then, {identity[key]!r} now)" if key != "data" else words
+        for key, words in _IDENTITY_WORDS.items()
+        if recorded.get(key) != identity[key]
+    ]
+    if differences:
+        raise WorkloadInputError(
+            f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.",
+            "resume with the same data, --device and --workers, or remove the checkpoint to start over.",
+        )
+    _check_state(path, state, config)
     return state
+
+
+def _check_state(path: Path, state: dict[str, Any], config: Config) -> None:
+    import torch
+
+    def bad(what: str) -> WorkloadInputError:
+        return WorkloadInputError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
+
+    epoch = state.get("epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or not 1 <= epoch <= config.epochs:
+        raise bad(f"epoch {epoch!r} is not a whole number from 1 to --epochs {config.epochs}")
+    history = state.get("history")
+    if not isinstance(history, list) or len(history) != epoch or any(not isinstance(r, list) or len(r) != 6 for r in history):
+        raise bad(f"its history does not hold {epoch} epochs of 6 numbers")
+    weights = state.get("model")
+    if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
+        raise bad("the model's weights are missing")
+    if not all(bool(torch.isfinite(t).all()) for t in weights.values()):
+        raise bad("a model weight is not finite")
 
 
 # ---- entry points ---------------------------------------------------------------------------
