@@ -24,7 +24,9 @@ def run(entry_point: str) -> int:
             return 0
         target = importlib.import_module(module)
         if not callable(getattr(target, function, None)):
-            print(f"qbackends: error: entry point {entry_point!r}: module {module!r} has no function {function!r}.", file=sys.stderr)
+            print(
+                f"qbackends: error: entry point {entry_point!r}: module {module!r} has no function {function!r}.", file=sys.stderr
+            )
             return 2
         result = getattr(target, function)()
         return result if isinstance(result, int) else 0

@@ -26,9 +26,7 @@ FD_STEP = 1e-3
 def _runnable():
     registry = get_registry()
     facts = facts_for(registry)
-    return [
-        b for b in registry.backends.values() if b.provider != "fixture" and capabilities.evaluate(b, facts).ok
-    ], facts
+    return [b for b in registry.backends.values() if b.provider != "fixture" and capabilities.evaluate(b, facts).ok], facts
 
 
 BACKENDS, FACTS = _runnable()

@@ -67,7 +67,9 @@ def test_every_option_of_every_command_has_help_and_shows_its_default():
             if not action.help:
                 missing.append(f"{name} {action.option_strings[0]}")
             text = parser.format_help()
-            if action.default not in (None, False, [], argparse.SUPPRESS) and f"(default: {action.default})" not in " ".join(text.split()):
+            if action.default not in (None, False, [], argparse.SUPPRESS) and f"(default: {action.default})" not in " ".join(
+                text.split()
+            ):
                 no_default.append(f"{name} {action.option_strings[0]}")
     assert not missing, f"options without help: {missing}"
     assert not no_default, f"options whose --help hides the default: {no_default}"

@@ -137,7 +137,18 @@ def test_pennylane_device_suite_passes(tmp_path):
     suite = Path(qml.__file__).parent / "devices" / "tests"
     for shots in ([], ["--shots=None"]):
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", str(suite), "--device", "qbackends.fused.qubit", "-q", "-p", "no:cacheprovider", *shots],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                str(suite),
+                "--device",
+                "qbackends.fused.qubit",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *shots,
+            ],
             cwd=tmp_path,
             capture_output=True,
             text=True,

@@ -162,7 +162,9 @@ def test_resume_refuses_another_configuration(tmp_path):
     qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
     with pytest.raises(WorkloadInputError, match=r"is of another run: its settings differ \(layers: 2 then, 3 now\)"):
         qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2, layers=3), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
-    with pytest.raises(WorkloadInputError, match=r"it was made on another device \('lightning.qubit' then, 'default.qubit' now\)"):
+    with pytest.raises(
+        WorkloadInputError, match=r"it was made on another device \('lightning.qubit' then, 'default.qubit' now\)"
+    ):
         qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=3), "default.qubit", checkpoint_dir=tmp_path, resume=True)
 
 

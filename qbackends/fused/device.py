@@ -101,9 +101,7 @@ class FusedQubit(Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         pipeline = qml.CompilePipeline()
         pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
-        pipeline.add_transform(
-            validate_measurements, analytic_measurements=_analytic, name=self.name
-        )
+        pipeline.add_transform(validate_measurements, analytic_measurements=_analytic, name=self.name)
         pipeline.add_transform(to_z_basis)
         pipeline.add_transform(diagonal_evolutions)
         pipeline.add_transform(
@@ -153,7 +151,9 @@ class FusedQubit(Device):
         for tape, result in zip(circuits, results, strict=True):
             self.tracker.update(executions=1, results=result, resources=tape.specs["resources"])
             self.tracker.record()
-        self.tracker.update(batches=1, batch_len=len(circuits), **({"derivative_batches": 1, "derivatives": derivatives} if derivatives else {}))
+        self.tracker.update(
+            batches=1, batch_len=len(circuits), **({"derivative_batches": 1, "derivatives": derivatives} if derivatives else {})
+        )
         self.tracker.record()
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:

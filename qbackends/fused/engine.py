@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as K
-from .program import DiagonalBlock, Dense, ProductLayer, Segment
+from .program import Dense, DiagonalBlock, ProductLayer, Segment
 
 
 @dataclass(frozen=True)

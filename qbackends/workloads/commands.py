@@ -8,7 +8,6 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-
 DEVICE_HELP = "device string, e.g. local:pennylane/lightning.qubit (unset: AMZN_BRAKET_DEVICE_ARN, QBACKENDS_DEVICE, else auto)"
 
 
@@ -20,7 +19,9 @@ def register(sub: Any) -> None:
     p.add_argument("--nodes", type=int, default=18, help="nodes of the random graph (qubits)")
     p.add_argument("--edges", type=int, default=24, help="edges of the random graph")
     p.add_argument("--seed", type=int, default=1967, help="seed of the graph and the initial parameters")
-    p.add_argument("--graph", dest="graph_file", default=None, help="edge-list file, 'u v [weight]' per line, instead of a random graph")
+    p.add_argument(
+        "--graph", dest="graph_file", default=None, help="edge-list file, 'u v [weight]' per line, instead of a random graph"
+    )
     p.add_argument("--layers", type=int, default=2, help="QAOA layers p")
     p.add_argument("--iterations", type=int, default=20, help="optimizer steps")
     p.add_argument("--stepsize", type=float, default=0.1, help="optimizer step size")
@@ -65,9 +66,7 @@ def register(sub: Any) -> None:
     p.add_argument("entry_point", metavar="ENTRY_POINT", help="script.py, package.module or package.module:function")
     p.add_argument("--device", default="auto", help="device string; auto becomes the backend it picks here")
     p.add_argument("--hyperparameters", default=None, metavar="HP.json", help="JSON object of hyperparameters")
-    p.add_argument(
-        "--input-data", action="append", default=[], metavar="CHANNEL=PATH", help="an input channel (repeatable)"
-    )
+    p.add_argument("--input-data", action="append", default=[], metavar="CHANNEL=PATH", help="an input channel (repeatable)")
     p.add_argument("--checkpoint-dir", default=None, help="checkpoint folder (unset: JOBS_DIR/NAME/checkpoints)")
     p.add_argument("--results-dir", default=None, help="results folder (unset: JOBS_DIR/NAME/results)")
     p.add_argument("--job-name", default=None, help="job name (unset: qbackends-job-<date>-<time>)")

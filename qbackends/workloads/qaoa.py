@@ -358,7 +358,9 @@ def workload_device(spec: str | None, wires: int, diff_method: str, layers: int 
                 raise
         else:
             if cold:
-                log.warning("qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS)
+                log.warning(
+                    "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS
+                )
             return device
     return get_device(resolved, wires=wires, diff_method=diff_method)
 

@@ -446,7 +446,11 @@ def _digest(features: np.ndarray, labels: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(features).tobytes() + np.ascontiguousarray(labels).tobytes()).hexdigest()
 
 
-_IDENTITY_WORDS = {"data": "the data differ", "device": "it was made on another device", "workers": "it had another number of workers"}
+_IDENTITY_WORDS = {
+    "data": "the data differ",
+    "device": "it was made on another device",
+    "workers": "it had another number of workers",
+}
 
 
 def _load_checkpoint(path: Path, config: Config, identity: dict[str, str]) -> dict[str, Any]:

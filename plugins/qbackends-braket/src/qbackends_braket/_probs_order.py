@@ -47,7 +47,11 @@ def _ordered_class(device_class: type) -> type:
         pipeline.add_transform(probs_in_device_order, device_wires=self.wires)
         return pipeline
 
-    return type(device_class.__name__, (device_class,), {"preprocess_transforms": preprocess_transforms, "__module__": device_class.__module__})
+    return type(
+        device_class.__name__,
+        (device_class,),
+        {"preprocess_transforms": preprocess_transforms, "__module__": device_class.__module__},
+    )
 
 
 def with_ordered_probs(device: Any) -> Any:
