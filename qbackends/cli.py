@@ -96,6 +96,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0 if caps.ok and fits is not False else 1
     ops = caps.operations
+    if not ops.native and caps.ok:  # no TOML: ask a one-wire device what it declares in code
+        from .device import Choice, build
+
+        try:
+            ops = capabilities.declared_by_device(build(Choice(backend, caps), 1, args.precision, {}, registry))
+        except QBackendsError:
+            pass
     rows = [
         ("device", backend.device_string),
         ("runs here", "yes" if caps.ok else f"no: {caps.reason}"),

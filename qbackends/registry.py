@@ -66,7 +66,8 @@ class Registry:
                 raise UnknownBackendError(
                     f"Unknown provider {spec.provider!r} in {str(spec)!r}; registered providers: "
                     f"{', '.join(providers)}.{self._failed_hint(spec.provider)}",
-                    self._did_you_mean(spec.provider, providers, "provider")
+                    self._fix_failed_plugin(spec.provider)
+                    or self._did_you_mean(spec.provider, providers, "provider")
                     or "install the plugin package that adds this provider (see `qbackends plugins`).",
                 )
             return self._unknown_simulator(spec, [b for b in self.backends.values() if b.provider == spec.provider])
@@ -102,6 +103,12 @@ class Registry:
     def _did_you_mean(word: str, choices: Iterable[str], what: str) -> str:
         close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
         return f"did you mean {what} {close[0]!r}?" if close else ""
+
+    def _fix_failed_plugin(self, name: str) -> str:
+        """The fix for a provider whose plugin is installed but failed to load: mend the plugin."""
+        if any(f.plugin == name for f in self.failures):
+            return f"fix plugin {name!r}: it is installed but failed to load (`qbackends plugins -v` shows why)."
+        return ""
 
     def _failed_hint(self, name: str) -> str:
         failed = [f for f in self.failures if f.plugin == name or not name]

@@ -166,3 +166,22 @@ def test_plugin_selection_from_the_environment():
     data = json.loads(out.stdout)
     assert sorted(p["plugin"] for p in data["loaded"]) == ["braket", "pennylane"]
     assert data["failed"] == []
+
+
+def test_an_installed_plugin_that_failed_gets_the_advice_to_fix_it(monkeypatch):
+    from qbackends import UnknownBackendError, get_device, registry
+
+    monkeypatch.setenv("QBACKENDS_PLUGINS", "fixture-broken")
+    registry.reset_registry()
+    with pytest.raises(UnknownBackendError) as err:
+        get_device("local:fixture-broken/x.qubit", wires=1)
+    assert err.value.fix == "fix plugin 'fixture-broken': it is installed but failed to load (`qbackends plugins -v` shows why)."
+
+
+def test_probe_reads_declared_operations_from_a_device_without_a_toml(capsys):
+    from qbackends.cli import main
+
+    main(["probe", "local:braket/braket.local.qubit"])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("native operations"))
+    count, source = line.split(maxsplit=2)[2].split(" ", 1)
+    assert int(count) > 20 and source == "(the device's capabilities)"  # not 0, as when only a TOML was read
