@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pennylane as qml
 from pennylane.decomposition import DecompositionRule, gate_sets
 from pennylane.exceptions import DecompositionWarning
@@ -383,12 +384,35 @@ def _with_rules(device_class: Any) -> type:
             (circuit,), _ = apply_rules(circuit, ruleset=self.qbackends_rules, adjoint=_is_adjoint(execution_config))
         return device_class.supports_derivatives(self, execution_config, circuit)
 
+    # Results as NumPy float64, never Python floats: PennyLane's torch interface turns a Python float
+    # into a tensor of torch's default dtype (float32), losing 1e-8 of every value and gradient.
+    def execute(self: Any, circuits: Any, execution_config: Any = None) -> Any:
+        return _float64(device_class.execute(self, circuits, execution_config))
+
+    def execute_and_compute_derivatives(self: Any, circuits: Any, execution_config: Any = None) -> Any:
+        return _float64(device_class.execute_and_compute_derivatives(self, circuits, execution_config))
+
+    def compute_derivatives(self: Any, circuits: Any, execution_config: Any = None) -> Any:
+        return _float64(device_class.compute_derivatives(self, circuits, execution_config))
+
     namespace = {
         "preprocess_transforms": preprocess_transforms,
         "supports_derivatives": supports_derivatives,
+        "execute": execute,
+        "execute_and_compute_derivatives": execute_and_compute_derivatives,
+        "compute_derivatives": compute_derivatives,
         "__module__": device_class.__module__,
     }
     return type(device_class.__name__, (device_class,), namespace)
+
+
+def _float64(result: Any) -> Any:
+    """Python floats in a (nested) result as NumPy float64 scalars; everything else as it is."""
+    if isinstance(result, float):
+        return np.float64(result)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_float64(r) for r in result)
+    return result
 
 
 def _is_adjoint(execution_config: Any) -> bool:

@@ -234,3 +234,29 @@ def test_resume_refuses_another_run_or_a_corrupt_checkpoint(tmp_path):
         torch.save(state, path)
         with pytest.raises(WorkloadInputError, match=message):
             qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+@pytest.mark.parametrize("backend", ["lightning.qubit", "lightning.kokkos", "local:qbackends/fused.qubit"])
+def test_the_quantum_layer_keeps_float64_through_torch(backend):
+    """PennyLane's torch interface made a Python float result float32 (1e-8 off); get_device's devices
+    return float64, so the QNN batch and its gradients agree with default.qubit to 1e-12."""
+    import torch
+
+    from qbackends import get_device
+
+    torch.manual_seed(0)
+    inputs = torch.rand(16, 4, dtype=torch.float64) * 3
+    outputs = []
+    for name in (backend, "default.qubit"):
+        torch.manual_seed(1)
+        layer = qnn.quantum_layer(4, get_device(name, wires=4), "adjoint" if name != "default.qubit" else "backprop").double()
+        x = inputs.clone().requires_grad_(True)
+        value = layer(x).sum()
+        value.backward()
+        assert value.dtype == torch.float64
+        outputs.append((value.detach(), x.grad, [p.grad for p in layer.parameters()]))
+    (v1, g1, w1), (v2, g2, w2) = outputs
+    assert abs(float(v1 - v2)) < 1e-12
+    torch.testing.assert_close(g1, g2, atol=1e-12, rtol=0)
+    for a, b in zip(w1, w2, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
