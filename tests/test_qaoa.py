@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import os
 import signal
 import subprocess
@@ -266,3 +267,19 @@ def test_resume_under_auto_continues_on_the_checkpoints_device(tmp_path):
     resumed = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=4), "auto", checkpoint_dir=tmp_path, resume=True)
     assert resumed["device"] == first["device"] == "lightning.kokkos"
     assert resumed["costs"][:2] == first["costs"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "is not UTF-8 text"),
+        (b"0 1\n1 1000000\n", "node 1000000 is beyond the 40 nodes"),
+        (b"0 1 2.0\n1 0 3.0\n", "edge 1-0 is given twice"),
+        (b"0 1 1e308\n", "the weight finite, at most 1e+06"),
+    ],
+)
+def test_bad_graph_files_are_refused_by_line(tmp_path, content, message):
+    path = tmp_path / "g.txt"
+    path.write_bytes(content)
+    with pytest.raises(WorkloadInputError, match=re.escape(message)):
+        qaoa.read_edge_list(path)

@@ -260,3 +260,12 @@ def test_the_quantum_layer_keeps_float64_through_torch(backend):
     torch.testing.assert_close(g1, g2, atol=1e-12, rtol=0)
     for a, b in zip(w1, w2, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_a_split_with_no_held_out_rows_is_refused(tmp_path):
+    with pytest.raises(WorkloadInputError, match=r"leaves \d+ to train on and 0 held out"):
+        qnn.train(qnn.Config(**{**SMALL, "ndata": 6, "test_fraction": 0.01}), "lightning.qubit")
+    binary = tmp_path / "d.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(WorkloadInputError, match="is not UTF-8 text"):
+        qnn.train(qnn.Config(**{**SMALL, "data": str(binary)}), "lightning.qubit")

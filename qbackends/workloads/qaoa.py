@@ -91,14 +91,28 @@ def random_graph(nodes: int, edges: int, seed: int) -> Graph:
     return Graph(nodes, tuple((int(u), int(v), 1.0) for u, v in g.edges()))
 
 
+MAX_GRAPH_FILE_BYTES = 1 << 20
+MAX_GRAPH_NODES = 40  # 2^40 amplitudes: no state-vector simulator here goes beyond
+MAX_WEIGHT = 1e6  # keeps every cut, energy and gradient finite
+
+
 def read_edge_list(path: str | Path) -> Graph:
     """Lines ``u v [weight]``; ``#`` starts a comment. Nodes are integers from 0."""
     try:
-        lines = Path(path).read_text().splitlines()
+        if Path(path).stat().st_size > MAX_GRAPH_FILE_BYTES:
+            raise WorkloadInputError(
+                f"Graph file {str(path)!r} is over {MAX_GRAPH_FILE_BYTES} bytes; a graph qbackends can simulate is far smaller.",
+                "pass an edge list of at most a few hundred edges.",
+            )
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise WorkloadInputError(
             f"Graph file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing edge-list file."
         ) from exc
+    except UnicodeDecodeError:
+        raise WorkloadInputError(
+            f"Graph file {str(path)!r} is not UTF-8 text.", "pass a text file with one edge per line: 'u v' or 'u v weight'."
+        ) from None
     edges: dict[tuple[int, int], float] = {}
     for number, line in enumerate(lines, start=1):
         fields = line.split("#", 1)[0].split()
@@ -109,12 +123,16 @@ def read_edge_list(path: str | Path) -> Graph:
                 raise ValueError(f"expected 'u v [weight]', got {len(fields)} fields")
             u, v = int(fields[0]), int(fields[1])
             weight = float(fields[2]) if len(fields) == 3 else 1.0
-            if u < 0 or v < 0 or u == v or not math.isfinite(weight):
-                raise ValueError("nodes must be distinct non-negative integers and the weight finite")
+            if u < 0 or v < 0 or u == v or not math.isfinite(weight) or abs(weight) > MAX_WEIGHT:
+                raise ValueError(f"nodes must be distinct non-negative integers and the weight finite, at most {MAX_WEIGHT:g}")
+            if max(u, v) >= MAX_GRAPH_NODES:
+                raise ValueError(f"node {max(u, v)} is beyond the {MAX_GRAPH_NODES} nodes (qubits) a state vector can hold here")
+            if (min(u, v), max(u, v)) in edges:
+                raise ValueError(f"edge {u}-{v} is given twice")
         except ValueError as exc:
             raise WorkloadInputError(
                 f"Graph file {str(path)!r}, line {number}: {exc}: {line.strip()!r}.",
-                "write one edge per line as 'u v' or 'u v weight'.",
+                "write each edge once, as 'u v' or 'u v weight'.",
             ) from None
         edges[(min(u, v), max(u, v))] = weight
     if not edges:

@@ -198,6 +198,12 @@ def train(
     rows = np.sort(np.random.default_rng(config.seed).permutation(len(data))[: config.ndata])
     features, labels = data.features[rows], data.labels[rows]
     train_idx, test_idx = sonar.stratified_split(labels, config.test_fraction, config.seed)
+    if len(test_idx) == 0 or len(train_idx) == 0:
+        raise WorkloadInputError(
+            f"test_fraction={config.test_fraction} of {config.ndata} rows leaves "
+            f"{len(train_idx)} to train on and {len(test_idx)} held out.",
+            "use more rows (--ndata) or a test fraction that leaves rows on both sides.",
+        )
     x_train, y_train = torch.tensor(features[train_idx]), torch.tensor(labels[train_idx])
     x_test, y_test = torch.tensor(features[test_idx]), torch.tensor(labels[test_idx])
 

@@ -42,12 +42,21 @@ def load(path: str | Path | None = None) -> Dataset:
             )
         return data
     try:
-        text = Path(path).read_text()
+        if Path(path).stat().st_size > MAX_DATA_BYTES:
+            raise WorkloadInputError(f"Data file {str(path)!r} is over {MAX_DATA_BYTES} bytes.", "pass a smaller CSV file.")
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise WorkloadInputError(
             f"Data file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing CSV file."
         ) from exc
+    except UnicodeDecodeError:
+        raise WorkloadInputError(
+            f"Data file {str(path)!r} is not UTF-8 text.", "pass a CSV file: features then an M/R label on each line."
+        ) from None
     return parse(text, str(path))
+
+
+MAX_DATA_BYTES = 64 << 20
 
 
 def parse(text: str, source: str) -> Dataset:
