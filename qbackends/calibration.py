@@ -108,9 +108,19 @@ def load_profile(facts: MachineFacts, path: Path | None = None) -> Profile | Non
     if not path.exists():
         return None
     try:
-        profile = Profile.from_json(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as exc:
-        log.warning("qbackends: ignoring unreadable calibration profile %s (%s); run `qbackends calibrate` again.", path, exc)
+        if path.stat().st_size > MAX_PROFILE_BYTES:
+            raise ValueError(f"over {MAX_PROFILE_BYTES} bytes")
+        profile = Profile.from_json(json.loads(path.read_text(encoding="utf-8")))
+        if not all(math.isfinite(t) and t > 0 for sizes in profile.seconds.values() for t in sizes.values()):
+            raise ValueError("a time that is not a positive number")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        # a folder, another file type, wrong types, deep nesting: the profile is only advice, so auto goes on without it
+        log.warning(
+            "qbackends: ignoring unreadable calibration profile %s (%s: %s); run `qbackends calibrate` again.",
+            path,
+            type(exc).__name__,
+            exc,
+        )
         return None
     current = fingerprint(facts)
     if profile.schema != SCHEMA or profile.fingerprint != current:
@@ -178,4 +188,17 @@ def _qaoa_step(device: Any, graph: Any) -> Callable[[], Any]:
 
 
 def save_profile(profile: Profile, path: Path | None = None) -> Path:
-    return atomic_write_json(path or profile_path(), profile.to_json())
+    """Write the profile; a place that cannot be written is a typed error naming it."""
+    from .errors import WorkloadInputError
+
+    target = path or profile_path()
+    try:
+        return atomic_write_json(target, profile.to_json())
+    except OSError as exc:
+        raise WorkloadInputError(
+            f"The calibration profile cannot be written to {str(target)!r}: {exc.strerror or exc}.",
+            "pass --output PATH (or set QBACKENDS_PROFILE) to a writable place.",
+        ) from exc
+
+
+MAX_PROFILE_BYTES = 1 << 20

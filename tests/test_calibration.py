@@ -64,3 +64,31 @@ def test_calibrate_measures_and_round_trips(tmp_path):
     loaded = calibration.load_profile(facts, path)
     assert loaded is not None and loaded.seconds == profile.seconds
     assert json.loads(path.read_text())["schema"] == calibration.SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (lambda p: p.mkdir(), "IsADirectoryError"),
+        (lambda p: p.write_text('{"seconds": [1, 2], "fingerprint": {}}'), "AttributeError"),
+        (lambda p: p.write_text("[" * 100000 + "]" * 100000), "RecursionError"),
+        (lambda p: p.write_bytes(b"\xff\xfe\x00"), "UnicodeDecodeError"),
+        (lambda p: p.write_text('{"seconds": {"a/b": {"12": -1}}, "fingerprint": {}}'), "ValueError"),
+    ],
+)
+def test_a_broken_profile_is_ignored_with_a_warning(tmp_path, make, kind, caplog):
+    path = tmp_path / "profile.json"
+    make(path)
+    facts = recorded_facts("laptop")
+    with caplog.at_level("WARNING", logger="qbackends"):
+        assert calibration.load_profile(facts, path) is None
+    assert f"ignoring unreadable calibration profile {path} ({kind}" in caplog.text
+
+
+def test_a_profile_that_cannot_be_written_is_a_typed_error(tmp_path):
+    from qbackends.errors import WorkloadInputError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(WorkloadInputError, match="cannot be written to .*pass --output PATH"):
+        calibration.save_profile(calibration.Profile({}, {}), blocker / "profile.json")
