@@ -8,9 +8,15 @@ Kernels are compiled on first use and cached on disk (``cache=True``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numba
 import numpy as np
 from numba import njit, prange
+
+from .cachedir import kernel_cache_dir
+
+CACHE_DIR = kernel_cache_dir(Path(__file__))  # before the first @njit(cache=True): a read-only install moves it
 
 DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # 2048 amplitudes per run: 32 KiB of complex128, cache-resident

@@ -20,7 +20,7 @@ def _marker() -> Path:
 
     source = Path(kernels.__file__)
     key = hashlib.sha256(source.read_bytes() + metadata.version("numba").encode()).hexdigest()[:16]
-    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or source.parent / "__pycache__")
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or kernels.CACHE_DIR)
     return folder / f"qbackends-kernels-{key}.compiled"
 
 
