@@ -42,7 +42,7 @@ def kernel_cache_dir(source: Path) -> Path:
     fallback = Path(tempfile.gettempdir()) / f"qbackends-numba-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     import numba
 
-    numba.config.CACHE_DIR = str(fallback)
+    numba.config.CACHE_DIR = str(fallback)  # type: ignore[attr-defined]  # set from the environment at import
     log.warning(
         "qbackends: %s and %s cannot be written; fused.qubit's kernels are cached in %s "
         "(set NUMBA_CACHE_DIR to keep them elsewhere).",
