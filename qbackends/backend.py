@@ -35,6 +35,8 @@ class Backend:
         extra: the pip extra of qbackends that installs the distribution, if any.
         create: optional factory ``create(wires, **options) -> Device`` for devices that need
             more than ``qml.device(device_name, ...)``.
+        options: the device options ``get_device`` accepts, for a device whose constructor takes
+            ``**kwargs`` (its signature then says nothing); None: read them from the signature.
     """
 
     provider: str
@@ -50,6 +52,7 @@ class Backend:
     capabilities_file: tuple[str, str] | None = None
     extra: str | None = None
     create: Callable[..., Any] | None = field(default=None, compare=False)
+    options: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:

@@ -218,10 +218,19 @@ def device_class(device_name: str) -> Any:
 
 
 def device_options(backend: Backend, factory: Callable[..., Any], precision: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``options`` against what the device accepts; map ``precision`` to its dtype."""
-    params = inspect.signature(factory).parameters
-    accepted = {n for n, p in params.items() if n not in ("self", "wires") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    open_ended = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    """Check ``options`` against what the device accepts; map ``precision`` to its dtype.
+
+    A plugin's ``create(wires, **options)`` passes options on to its PennyLane device: they are
+    checked against that device class's own signature.
+    """
+    accepted, open_ended = _accepted_options(factory)
+    if open_ended and backend.create is not None:
+        try:
+            accepted, open_ended = _accepted_options(device_class(backend.device_name).__init__)
+        except BackendUnavailableError:  # create() is the whole factory: no PennyLane class to ask
+            pass
+    if open_ended and backend.options is not None:  # the plugin says what its **kwargs device takes
+        accepted, open_ended = set(backend.options), False
     unknown = sorted(set(options) - accepted)
     if unknown and not open_ended:
         raise UnsupportedOptionError(
@@ -248,6 +257,13 @@ def _construct(backend: Backend, wires: Any, kwargs: Mapping[str, Any]) -> Any:
     if backend.create is not None:
         return backend.create(wires=wires, **kwargs)
     return qml.device(backend.device_name, wires=wires, **kwargs)
+
+
+def _accepted_options(factory: Callable[..., Any]) -> tuple[set[str], bool]:
+    """(named keyword options, whether it also takes ``**options``)."""
+    params = inspect.signature(factory).parameters
+    accepted = {n for n, p in params.items() if n not in ("self", "wires") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return accepted, any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any], registry: Registry | None = None) -> Any:

@@ -185,3 +185,12 @@ def test_probe_reads_declared_operations_from_a_device_without_a_toml(capsys):
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("native operations"))
     count, source = line.split(maxsplit=2)[2].split(" ", 1)
     assert int(count) > 20 and source == "(the device's capabilities)"  # not 0, as when only a TOML was read
+
+
+@pytest.mark.parametrize("device", ["local:braket/braket.local.qubit", "local:qulacs/qulacs.simulator"])
+def test_options_of_a_kwargs_device_are_checked_against_what_the_plugin_declares(device):
+    from qbackends import UnsupportedOptionError, get_device
+
+    with pytest.raises(UnsupportedOptionError, match=r"does not accept the option\(s\) bogus; it accepts: "):
+        get_device(device, wires=2, bogus=1)
+    assert get_device(device, wires=2, shots=None) is not None

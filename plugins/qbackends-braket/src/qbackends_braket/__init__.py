@@ -33,6 +33,7 @@ LOCAL_QUBIT = Backend(
     preference=-1,  # a reference for Braket users; never chosen by auto (slower than Lightning)
     description="Amazon Braket's local state-vector simulator (amazon-braket-default-simulator)",
     create=create_local_qubit,
+    options=("backend", "shots"),  # BraketLocalQubitDevice(wires, backend, *, shots, **run_kwargs)
 )
 
 

@@ -34,6 +34,7 @@ SIMULATOR = Backend(
     preference=-1,  # never chosen by `auto`; ask for it by name
     description="Qulacs state vector on the CPU (pennylane-qulacs)",
     create=create_simulator,  # optional: only for devices that need more than qml.device(device_name, ...)
+    options=("shots", "gpu"),  # QulacsDevice(wires, shots, gpu, **kwargs) ignores other keywords: refuse them
 )
 
 
