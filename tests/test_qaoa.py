@@ -245,19 +245,20 @@ def test_cli_bad_input_is_one_line():
 
 def test_auto_weighs_the_one_time_kernel_compilation(monkeypatch, tmp_path, caplog):
     """Cold kernels: a short run is quicker on lightning, a long or large one still takes fused.qubit."""
+    from qbackends import policy
     from qbackends.fused import warmup
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the compiled-kernels marker is looked for
     assert not warmup.compiled()
-    assert not qaoa.fused_pays_off(18, 2, 20)  # the default run: ~6 s saved < 15 s of compiling
-    assert qaoa.fused_pays_off(22, 2, 20) and qaoa.fused_pays_off(18, 2, 200)
+    assert not policy.fused_pays_off(18, 2, 20)  # the default run: ~6 s saved < 15 s of compiling
+    assert policy.fused_pays_off(22, 2, 20) and policy.fused_pays_off(18, 2, 200)
     with caplog.at_level("WARNING", logger="qbackends"):
         device = qaoa.workload_device("auto", 6, "adjoint", layers=2, iterations=20)
     assert device.name != "qbackends.fused.qubit"
     assert "fused.qubit's kernels are not compiled yet" in caplog.text and "qbackends warmup" in caplog.text
     caplog.clear()
     warmup.mark_compiled()
-    assert warmup.compiled() and qaoa.fused_pays_off(6, 1, 1)
+    assert warmup.compiled() and policy.fused_pays_off(6, 1, 1)
     assert qaoa.workload_device("auto", 6, "adjoint", layers=2, iterations=20).name == "qbackends.fused.qubit"
     assert "compiling" not in caplog.text
 

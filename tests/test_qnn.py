@@ -269,3 +269,13 @@ def test_a_split_with_no_held_out_rows_is_refused(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(WorkloadInputError, match="is not UTF-8 text"):
         qnn.train(qnn.Config(**{**SMALL, "data": str(binary)}), "lightning.qubit")
+
+
+def test_auto_trains_on_the_broadcast_batch_path_and_matches_lightning():
+    """Under auto the QNN takes default.qubit with backprop (the minibatch as one broadcast state):
+    the same run, parameter for parameter, as on lightning.qubit with adjoint."""
+    fast = qnn.train(qnn.Config(**SMALL), "auto")
+    reference = qnn.train(qnn.Config(**SMALL), "lightning.qubit")
+    assert fast["device"] == "default.qubit" and reference["device"] == "lightning.qubit"
+    for name, values in reference["parameters"].items():
+        np.testing.assert_allclose(fast["parameters"][name], values, atol=1e-6, rtol=0)

@@ -10,7 +10,6 @@ under ``qbackends job run``): it reads ``AMZN_BRAKET_*`` when present.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -27,8 +26,6 @@ from ..storage import atomic_write_json
 CHECKPOINT_FILE = "qaoa-checkpoint.json"
 OPTIMIZERS = ("adam", "gd")
 FORMULATIONS = ("fast", "qml.qaoa")
-
-log = logging.getLogger("qbackends")
 
 
 @dataclass(frozen=True)
@@ -330,57 +327,11 @@ def run(
     return _results(config, graph, dev, progress, final_energy, np.asarray(probabilities(params)))
 
 
-FUSED = "local:qbackends/fused.qubit"
-
-
-# Seconds per amplitude of one p=2 value+gradient step, measured on the 2-core CI machine
-# (gnm(22, 33), p=2: lightning.qubit 10.65 s, fused.qubit 1.16 s); a step scales with 2^n and p.
-LIGHTNING_SECONDS_PER_AMPLITUDE = 10.65 / 2**22
-FUSED_SECONDS_PER_AMPLITUDE = 1.16 / 2**22
-
-
-def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
-    """Whether compiling fused.qubit's kernels now (once per installation) finishes this run sooner."""
-    from ..fused import warmup
-
-    if warmup.compiled():
-        return True
-    saved = (LIGHTNING_SECONDS_PER_AMPLITUDE - FUSED_SECONDS_PER_AMPLITUDE) * 2**wires * layers / 2 * iterations
-    return saved > warmup.COMPILE_SECONDS
-
-
 def workload_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
-    """``get_device``, except that ``auto`` takes the fused simulator first (QAOA is what it is for)
-    whenever it finishes this run sooner, its one-time kernel compilation included; either way the
-    one-time cost is said on stderr."""
-    from ..device import device_string_from_env, get_device
-    from ..devicestring import parse
-    from ..errors import BackendUnavailableError, InsufficientMemoryError
-    from ..fused import warmup
+    """The device this QAOA run uses: ``policy.qaoa_device``."""
+    from ..policy import qaoa_device
 
-    resolved = spec if spec is not None else device_string_from_env()
-    auto = parse(resolved).is_auto and diff_method in ("adjoint", "best")
-    if auto or parse(resolved).simulator in ("fused.qubit", "qbackends.fused.qubit"):
-        cold = not warmup.compiled()
-        if auto and cold and not fused_pays_off(wires, layers, iterations):
-            log.warning(
-                "qbackends: fused.qubit's kernels are not compiled yet (about %.0f s, once per installation), so this "
-                "short run is quicker on another backend; `qbackends warmup` compiles them.",
-                warmup.COMPILE_SECONDS,
-            )
-            return get_device(resolved, wires=wires, diff_method=diff_method)
-        try:
-            device = get_device(FUSED if auto else resolved, wires=wires, diff_method=diff_method)
-        except (BackendUnavailableError, InsufficientMemoryError):
-            if not auto:
-                raise
-        else:
-            if cold:
-                log.warning(
-                    "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS
-                )
-            return device
-    return get_device(resolved, wires=wires, diff_method=diff_method)
+    return qaoa_device(spec, wires, diff_method, layers, iterations)
 
 
 def _value_and_grad(qnode: Any) -> Callable[[Any], tuple[Any, Any]]:

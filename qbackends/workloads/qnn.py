@@ -186,7 +186,7 @@ def train(
     import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-    from ..device import get_device
+    from ..policy import qnn_device
 
     config.validate()
     ctx = context or init_distributed()
@@ -216,8 +216,8 @@ def train(
     lr = config.lr * ctx.world if config.scale_lr else config.lr
 
     _seed_everything(config.seed)
-    qdev = get_device(device, wires=config.nwires, diff_method=config.diff_method)
-    model = build_model(features.shape[1], config.nwires, qdev, config.diff_method)
+    qdev, diff_method = qnn_device(device, config.nwires, config.diff_method)
+    model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=config.gamma)
     loss_fn = torch.nn.MarginRankingLoss(margin=config.margin)

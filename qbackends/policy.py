@@ -1,0 +1,95 @@
+"""Which backend a workload's ``auto`` takes: the one that finishes *this* workload soonest here.
+
+Generic ``auto`` (``device.auto_order``) ranks backends for a generic circuit of a given size. A
+workload knows more: the QAOA gradient is diagonal-heavy (fused.qubit's kind of circuit, once its
+kernels are compiled), and the QNN runs small circuits over a minibatch (a broadcast batch on
+default.qubit with backprop beats per-sample adjoint runs). Each workload asks here, nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("qbackends")
+
+FUSED = "local:qbackends/fused.qubit"
+DEFAULT_QUBIT = "local:pennylane/default.qubit"
+
+# Seconds per amplitude of one p=2 value+gradient step, measured on the 2-core CI machine
+# (gnm(22, 33), p=2: lightning.qubit 10.65 s, fused.qubit 1.16 s); a step scales with 2^n and p.
+LIGHTNING_SECONDS_PER_AMPLITUDE = 10.65 / 2**22
+FUSED_SECONDS_PER_AMPLITUDE = 1.16 / 2**22
+
+# The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians):
+# lightning.qubit adjoint 161 / 230 / 381 at 4 / 8 / 12 wires, default.qubit backprop with the batch
+# broadcast 28 / 50 / 136; at 16 wires 2906 against 986 (issue measurements). Beyond 16 wires
+# backprop's memory grows with the batch: generic auto again.
+BATCHED_BACKPROP_MAX_WIRES = 16
+
+
+def _resolve(spec: str | None) -> tuple[str, bool]:
+    from .device import device_string_from_env
+    from .devicestring import parse
+
+    resolved = spec if spec is not None else device_string_from_env()
+    return resolved, parse(resolved).is_auto
+
+
+def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
+    """Whether compiling fused.qubit's kernels now (once per installation) finishes this run sooner."""
+    from .fused import warmup
+
+    if warmup.compiled():
+        return True
+    saved = (LIGHTNING_SECONDS_PER_AMPLITUDE - FUSED_SECONDS_PER_AMPLITUDE) * 2**wires * layers / 2 * iterations
+    return saved > warmup.COMPILE_SECONDS
+
+
+def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
+    """``get_device``, except that ``auto`` takes fused.qubit whenever it finishes this QAOA run sooner,
+    its one-time kernel compilation included; either way the one-time cost is said on stderr."""
+    from .device import get_device
+    from .devicestring import parse
+    from .errors import BackendUnavailableError, InsufficientMemoryError
+    from .fused import warmup
+
+    resolved, is_auto = _resolve(spec)
+    auto = is_auto and diff_method in ("adjoint", "best")
+    if auto or parse(resolved).simulator in ("fused.qubit", "qbackends.fused.qubit"):
+        cold = not warmup.compiled()
+        if auto and cold and not fused_pays_off(wires, layers, iterations):
+            log.warning(
+                "qbackends: fused.qubit's kernels are not compiled yet (about %.0f s, once per installation), so this "
+                "short run is quicker on another backend; `qbackends warmup` compiles them.",
+                warmup.COMPILE_SECONDS,
+            )
+            return get_device(resolved, wires=wires, diff_method=diff_method)
+        try:
+            device = get_device(FUSED if auto else resolved, wires=wires, diff_method=diff_method)
+        except (BackendUnavailableError, InsufficientMemoryError):
+            if not auto:
+                raise
+        else:
+            if cold:
+                log.warning(
+                    "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS
+                )
+            return device
+    return get_device(resolved, wires=wires, diff_method=diff_method)
+
+
+def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:
+    """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default
+    adjoint or best), default.qubit with backprop up to ``BATCHED_BACKPROP_MAX_WIRES``, the whole
+    batch as one broadcast state; otherwise what was asked for."""
+    from .device import get_device
+    from .errors import BackendUnavailableError, InsufficientMemoryError
+
+    resolved, is_auto = _resolve(spec)
+    if is_auto and diff_method in ("adjoint", "best") and wires <= BATCHED_BACKPROP_MAX_WIRES:
+        try:
+            return get_device(DEFAULT_QUBIT, wires=wires, diff_method="backprop"), "backprop"
+        except (BackendUnavailableError, InsufficientMemoryError):
+            pass
+    return get_device(resolved, wires=wires, diff_method=diff_method), diff_method
