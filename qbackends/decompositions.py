@@ -349,7 +349,7 @@ def _refuse_unlowerable(tape: qml.tape.QuantumScript, ruleset: RuleSet, adjoint:
         unrunnable = bool(native) and op.name not in native and not op.has_decomposition
         if unrunnable or (adjoint and evolution):
             why = (
-                "the terms of its Hamiltonian do not commute, so no exact gate sequence gives it"
+                "its generator is not a sum of commuting Pauli terms, so no exact gate sequence gives it"
                 if evolution
                 else "it is not in the device's gate set and has no decomposition"
             )

@@ -194,7 +194,7 @@ def test_non_commuting_evolution_is_refused_typed_where_the_device_cannot_run_it
         qml.evolve(qml.Hamiltonian([0.5, 0.3], [qml.Z(0), qml.X(0)]), t)
         return qml.expval(qml.Y(0))
 
-    with pytest.raises(UnsupportedCircuitError, match="terms of its Hamiltonian do not commute.*TrotterProduct"):
+    with pytest.raises(UnsupportedCircuitError, match="generator is not a sum of commuting Pauli terms.*TrotterProduct"):
         c(0.7)
 
 
