@@ -343,17 +343,27 @@ def get_device(
     count = wire_count(wires)
     if isinstance(wires, numbers.Integral):
         wires = int(wires)  # NumPy integers work as they do in qml.device
+    guarded = count
+    if options.get("mpi") and count is not None:  # each process holds 1/size of the state
+        guarded = max(count - (probe.mpi_world_size().bit_length() - 1), 0)
     chain = candidates(spec, fallback, count, registry, facts_for(registry))
     for attempt in range(1, len(chain) + 1):  # a backend broken at construction is recorded; the next is tried
         choice = choose(
             spec,
-            count,
+            guarded,
             fallback=fallback,
             precision=precision,
             diff_method=diff_method,
             ignore_memory=ignore_memory,
             registry=registry,
         )
+        if options.get("mpi") and choice.backend.device_name in probe.MPI_OPS_MODULES:  # others refuse the option by name
+            ok, reason = probe.mpi_support(choice.backend.device_name)
+            if not ok:
+                raise UnsupportedOptionError(
+                    f"mpi=True cannot work on {choice.backend.device_string}: {reason}.",
+                    "drop mpi=True, or build Lightning from source with MPI enabled and install mpi4py, then run under mpirun.",
+                )
         try:
             device = build(choice, wires, precision, options, registry)
             break

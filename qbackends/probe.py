@@ -258,3 +258,46 @@ def machine_facts(distributions: tuple[str, ...]) -> MachineFacts:
 
 def clear_cache() -> None:
     _cached.cache_clear()
+
+
+# The compiled module of each Lightning device that has an MPI mode (mpi=True).
+MPI_OPS_MODULES = {
+    "lightning.kokkos": "pennylane_lightning.lightning_kokkos_ops",
+    "lightning.gpu": "pennylane_lightning.lightning_gpu_ops",
+}
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
+def mpi_support(device_name: str) -> tuple[bool, str]:
+    """(ok, reason): whether ``device_name`` can run with ``mpi=True`` in this installation.
+
+    Its compiled module must carry an MPI manager (the PyPI wheels are built without one) and
+    ``mpi4py`` must be importable.
+    """
+    import importlib
+    import importlib.util
+
+    module_name = MPI_OPS_MODULES.get(device_name)
+    if module_name is None:
+        return False, f"{device_name} has no MPI mode (lightning.kokkos and lightning.gpu do)"
+    if importlib.util.find_spec(module_name.rpartition(".")[0]) is None:
+        return False, f"{device_name} is not installed"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        return False, f"{module_name} does not load: {exc}"
+    if not any("MPI" in name for name in dir(module)):
+        return False, f"this {device_name} build has no MPI support (the PyPI wheels are built without it)"
+    if importlib.util.find_spec("mpi4py") is None:
+        return False, "mpi4py is not installed"
+    return True, ""
+
+
+def mpi_world_size(environ: dict[str, str] | None = None) -> int:
+    """Processes of the MPI job this process belongs to, from the launcher's environment (1 outside one)."""
+    env = os.environ if environ is None else environ
+    for name in MPI_SIZE_VARIABLES:
+        value = env.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1

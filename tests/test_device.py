@@ -174,3 +174,19 @@ def test_results_honour_the_umask(tmp_path):
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
+
+
+def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monkeypatch):
+    from qbackends import probe
+
+    assert probe.mpi_support("lightning.kokkos") == (
+        False,
+        "this lightning.kokkos build has no MPI support (the PyPI wheels are built without it)",
+    )  # the PyPI wheel installed here
+    assert probe.mpi_world_size({"OMPI_COMM_WORLD_SIZE": "4"}) == 4 and probe.mpi_world_size({}) == 1
+    too_big = qbackends.choose("lightning.kokkos", 8).capabilities.max_wires + 1
+    with pytest.raises(InsufficientMemoryError):  # one process would hold the whole state
+        get_device("lightning.kokkos", wires=too_big, mpi=True)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")  # four processes: a quarter each, so it fits
+    with pytest.raises(UnsupportedOptionError, match=r"^mpi=True cannot work on local:pennylane/lightning.kokkos: this"):
+        get_device("lightning.kokkos", wires=too_big, mpi=True)
