@@ -178,10 +178,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .workloads.commands import int_list
 
     sizes = int_list(args.sizes, "--sizes", "12,16,20")
-    profile = calibration.calibrate(
-        backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s")
-    )
-    path = calibration.save_profile(profile, Path(args.output) if args.output else None)
+    target = Path(args.output) if args.output else calibration.profile_path()
+    from .storage import exclusive
+
+    with exclusive(target.with_name(target.name + ".lock"), f"Calibration profile {str(target)!r}"):
+        profile = calibration.calibrate(
+            backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s")
+        )
+        path = calibration.save_profile(profile, target)
     print(f"profile: {path}")
     return 0
 

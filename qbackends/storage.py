@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> Path:
-    """Write through ``write(fileobj)`` to a temporary file beside ``path``, fsync, then rename over it."""
+    """Write through ``write(fileobj)`` to a temporary file beside ``path``, fsync, then rename over it.
+
+    The temporary file's name carries this process's id; ones left by killed processes are removed.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _remove_orphans(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -26,6 +31,53 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], obje
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _remove_orphans(target: Path) -> None:
+    """Temporary files of ``target`` whose writing process no longer exists (it was killed mid-write)."""
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        pid = stale.name[len(target.name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path, what: str) -> Iterator[None]:
+    """Hold ``lock`` (a file) for as long as this run uses ``what``; a second run is refused, naming the first.
+
+    Raises:
+        WorkloadInputError: another process holds it.
+    """
+    import fcntl
+
+    from .errors import WorkloadInputError
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise WorkloadInputError(
+                f"{what} is in use by another run (process {holder}); two runs there would overwrite each other.",
+                "wait for that run to end, or give this one its own folder (--results-dir, --output).",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _mode_for(target: Path) -> int:

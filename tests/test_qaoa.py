@@ -284,3 +284,40 @@ def test_bad_graph_files_are_refused_by_line(tmp_path, content, message):
     path.write_bytes(content)
     with pytest.raises(WorkloadInputError, match=re.escape(message)):
         qaoa.read_edge_list(path)
+
+
+def test_a_results_folder_in_use_is_refused(tmp_path):
+    """Two runs with different settings in one results folder once overwrote each other silently."""
+    first = subprocess.Popen(
+        [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--device", "lightning.qubit", "--nodes", "10",
+         "--edges", "15", "--iterations", "100000", "--quiet", "--no-plot", "--results-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "checkpoints" / qaoa.CHECKPOINT_FILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = subprocess.run(
+            [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--device", "lightning.qubit", "--nodes", "6",
+             "--edges", "8", "--iterations", "2", "--quiet", "--no-plot", "--results-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+    finally:
+        first.kill()
+        first.wait()
+    assert second.returncode == 2
+    assert second.stderr.startswith(
+        f"qbackends: error: Results folder {str(tmp_path)!r} is in use by another run (process {first.pid})"
+    )
+
+
+def test_a_killed_writer_leaves_no_temporary_file_behind(tmp_path):
+    from qbackends.storage import atomic_write_json
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f".r.json.{int(dead.stdout)}.abc123.tmp"  # what a SIGKILL mid-write leaves
+    orphan.write_text("{")
+    atomic_write_json(tmp_path / "r.json", {"a": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]

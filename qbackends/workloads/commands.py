@@ -127,6 +127,17 @@ def _check_workers(workers: int) -> None:
         )
 
 
+def _results_folder(results_dir: str) -> Any:
+    """This run's hold on its results folder (rank 0 only: the other ranks write nothing there)."""
+    import contextlib
+
+    from ..storage import exclusive
+
+    if not _is_rank_zero():
+        return contextlib.nullcontext()
+    return exclusive(Path(results_dir) / ".qbackends.lock", f"Results folder {results_dir!r}")
+
+
 def _is_rank_zero() -> bool:
     import os
 
@@ -134,6 +145,11 @@ def _is_rank_zero() -> bool:
 
 
 def cmd_run_qnn(args: argparse.Namespace) -> int:
+    with _results_folder(args.results_dir):
+        return _run_qnn(args)
+
+
+def _run_qnn(args: argparse.Namespace) -> int:
     from ..workloads import qnn
 
     _check_workers(args.workers)
@@ -153,6 +169,11 @@ def cmd_run_qnn(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_qnn(args: argparse.Namespace) -> int:
+    with _results_folder(args.results_dir):
+        return _sweep_qnn(args)
+
+
+def _sweep_qnn(args: argparse.Namespace) -> int:
     import time
 
     from ..storage import atomic_write, atomic_write_json
@@ -212,6 +233,11 @@ def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def cmd_run_qaoa(args: argparse.Namespace) -> int:
+    with _results_folder(args.results_dir):
+        return _run_qaoa(args)
+
+
+def _run_qaoa(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..workloads import qaoa
