@@ -279,3 +279,16 @@ def test_auto_trains_on_the_broadcast_batch_path_and_matches_lightning():
     assert fast["device"] == "default.qubit" and reference["device"] == "lightning.qubit"
     for name, values in reference["parameters"].items():
         np.testing.assert_allclose(fast["parameters"][name], values, atol=1e-6, rtol=0)
+
+
+def test_a_checkpoint_with_wrong_shapes_is_refused_typed(tmp_path):
+    import torch
+
+    qnn.train(qnn.Config(**{**SMALL, "epochs": 1}), "lightning.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qnn.CHECKPOINT_FILE
+    state = torch.load(path, weights_only=True)
+    name = next(iter(state["model"]))
+    state["model"][name] = torch.zeros(7, 7, dtype=torch.float64)
+    torch.save(state, path)
+    with pytest.raises(WorkloadInputError, match=r"is corrupt: Error\(s\) in loading state_dict"):
+        qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)

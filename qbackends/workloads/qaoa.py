@@ -324,6 +324,11 @@ def run(
         return qml.probs(wires=range(graph.nodes))
 
     final_energy = float(energy(pnp.array(params, requires_grad=False)))
+    if not (np.isfinite(final_energy) and np.isfinite(progress.costs).all() and np.isfinite(params).all()):
+        raise WorkloadInputError(
+            f"The optimisation diverged: energy {final_energy}, parameters {np.asarray(params).tolist()}.",
+            "lower --stepsize, or use --optimizer adam.",
+        )
     return _results(config, graph, dev, progress, final_energy, np.asarray(probabilities(params)))
 
 

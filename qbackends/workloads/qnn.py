@@ -228,12 +228,17 @@ def train(
     history: list[dict[str, Any]] = []
     start_epoch, best, since_best = 1, -1.0, 0
     if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        start_epoch, history = int(state["epoch"]) + 1, _history_from(state)
-        best, since_best = float(state["best"]), int(state["since_best"])
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            torch.set_rng_state(state["torch_rng"])
+            start_epoch, history = int(state["epoch"]) + 1, _history_from(state)
+            best, since_best = float(state["best"]), int(state["since_best"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # shapes, types, missing entries
+            raise WorkloadInputError(
+                f"Checkpoint {str(checkpoint)!r} is corrupt: {' '.join(str(exc).split())[:300]}.", "remove it to start over."
+            ) from exc
 
     timer = Timer()
     allreduce = _AllReduceTimer()
