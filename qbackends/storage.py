@@ -62,8 +62,14 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
 
     from .errors import WorkloadInputError
 
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise WorkloadInputError(
+            f"{what} cannot be written: {exc.strerror or exc} ({str(lock.parent)!r}).",
+            "give this run a writable place (--results-dir, --output, or QBACKENDS_PROFILE).",
+        ) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -321,3 +321,16 @@ def test_a_killed_writer_leaves_no_temporary_file_behind(tmp_path):
     orphan.write_text("{")
     atomic_write_json(tmp_path / "r.json", {"a": 1})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_a_results_folder_that_cannot_be_written_is_a_typed_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the folder would go: as unwritable as a read-only mount
+    out = subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--nodes", "5", "--edges", "6", "--iterations", "1",
+         "--quiet", "--no-plot", "--results-dir", str(blocker / "results")],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"qbackends: error: Results folder {str(blocker / 'results')!r} cannot be written: ")
