@@ -131,6 +131,8 @@ def _verdict(fits: bool | None, ok: bool) -> str:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     registry = get_registry()
+    if args.verbose:  # also collect and check every plugin's rules (imports PennyLane; plain `plugins` does not)
+        registry.rules()
     loaded = [
         (n, d, ", ".join(sorted(k for k, o in registry.owners.items() if o == n)) or "-") for n, d in registry.plugins.items()
     ]
@@ -221,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plugins", help="loaded and failed plugins")
     p.add_argument("--json", action="store_true", help="loaded and failed plugins as JSON")
-    p.add_argument("-v", "--verbose", action="store_true", help="show failed plugins' tracebacks")
+    p.add_argument("-v", "--verbose", action="store_true", help="also check every plugin's decomposition rules; show tracebacks")
     p.set_defaults(func=cmd_plugins)
 
     bench = sub.add_parser("bench", help="benchmark results").add_subparsers(

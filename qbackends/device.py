@@ -376,4 +376,5 @@ def get_device(
     if not declared.native:
         declared = capabilities.declared_by_device(device)
     ruleset = rules.build_ruleset(registry.rules(), choice.backend.key, declared, decompositions, default_decompositions)
+    registry.warn_of_refused_rules(choice.backend)
     return rules.attach(device, ruleset)

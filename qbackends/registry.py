@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import logging
 import os
 import traceback
 from collections.abc import Callable, Iterable
@@ -21,6 +22,8 @@ from . import hookspecs
 from .backend import Backend, RuleRegistration
 from .devicestring import DeviceSpec
 from .errors import PluginError, UnknownBackendError
+
+log = logging.getLogger("qbackends")
 
 ENTRY_POINT_GROUP = "qbackends"
 PLUGINS_ENV = "QBACKENDS_PLUGINS"
@@ -47,6 +50,7 @@ class Registry:
     failures: list[PluginFailure] = field(default_factory=list)
     manager: pluggy.PluginManager | None = None
     construction_errors: dict[str, str] = field(default_factory=dict)  # device_name -> why it cannot be built here
+    rule_failures: dict[str, list[str]] = field(default_factory=dict)  # plugin -> its refused rules, not yet warned of
     _rules: list[RuleRegistration] | None = None
 
     def lookup(self, spec: DeviceSpec) -> Backend:
@@ -117,13 +121,34 @@ class Registry:
         return " Plugins that failed to load: " + "; ".join(f"{f.plugin}: {f.error}" for f in failed) + "."
 
     def rules(self) -> list[RuleRegistration]:
-        """Decomposition rules from every plugin; collected on first use."""
+        """Decomposition rules from every plugin; collected and checked on first use.
+
+        Each registration is checked inside its plugin's isolation (a ``RuleRegistration`` of a
+        PennyLane operator, with a decomposition rule, whose ``example`` builds that operator); one
+        that fails is the plugin's recorded error, never reaches a device, and is warned of once,
+        when a device of that plugin's backends is built.
+        """
         if self._rules is None:
             self._rules = []
             if self.manager is not None:
                 for impl in self.manager.hook.register_decompositions.get_hookimpls():
-                    self._call_plugin(impl, self._rules.append)
+                    self._call_plugin(impl, functools.partial(self._add_rule, impl.plugin_name))
         return self._rules
+
+    def _add_rule(self, plugin: str, registration: Any) -> None:
+        problem = _rule_problem(registration)
+        if problem is None:
+            assert self._rules is not None
+            self._rules.append(registration)
+            return
+        self.failures.append(PluginFailure(plugin, self.plugins.get(plugin, "?"), f"Plugin {plugin!r} {problem}"))
+        self.rule_failures.setdefault(plugin, []).append(problem)
+
+    def warn_of_refused_rules(self, backend: Backend) -> None:
+        """Once per registry, when a device of ``backend`` is built: the rules its plugin lost."""
+        plugin = self.owners.get(backend.key, "")
+        for problem in self.rule_failures.pop(plugin, []):
+            log.warning("qbackends: plugin %r %s; that rule is left out (`qbackends plugins -v`).", plugin, problem)
 
     def _call_plugin(self, impl: Any, register: Callable[[Any], None]) -> None:
         try:
@@ -132,6 +157,28 @@ class Registry:
             self.failures.append(
                 PluginFailure(impl.plugin_name, self.plugins.get(impl.plugin_name, "?"), _describe(exc), traceback.format_exc())
             )
+
+
+def _rule_problem(registration: Any) -> str | None:
+    """Why a rule registration cannot be used, or None. Imports PennyLane (rules are for devices)."""
+    import pennylane as qml
+
+    if not isinstance(registration, RuleRegistration):
+        return f"registered {registration!r}, not a qbackends.RuleRegistration"
+    label = registration.name or registration.operator
+    if not (hasattr(qml.ops, registration.operator) or hasattr(qml, registration.operator)):
+        return f"registered rule {label!r} for {registration.operator!r}, which is not a PennyLane operator"
+    if not hasattr(registration.rule, "compute_resources"):
+        return f"registered rule {label!r} whose rule is not a qml.register_resources decomposition rule"
+    if registration.example is not None:
+        try:
+            with qml.QueuingManager.stop_recording():
+                example = registration.example(0.5, list(range(8)))
+        except Exception as exc:  # noqa: BLE001 - the plugin's code, isolated
+            return f"registered rule {label!r} whose example raised {_describe(exc)}"
+        if getattr(example, "name", None) != registration.operator:
+            return f"registered rule {label!r} whose example builds {example!r}, not a {registration.operator}"
+    return None
 
 
 def _describe(exc: BaseException) -> str:

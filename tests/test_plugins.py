@@ -194,3 +194,31 @@ def test_options_of_a_kwargs_device_are_checked_against_what_the_plugin_declares
     with pytest.raises(UnsupportedOptionError, match=r"does not accept the option\(s\) bogus; it accepts: "):
         get_device(device, wires=2, bogus=1)
     assert get_device(device, wires=2, shots=None) is not None
+
+
+def test_rule_registrations_are_checked_one_by_one_inside_the_plugin(caplog):
+    """fixture-duplicate registers three rules the host must refuse."""
+    registry = get_registry()
+    names = [r.name for r in registry.rules()]
+    assert not {"fixture: unknown operator", "fixture: example raises"} & set(names)
+    errors = [f.error for f in registry.failures if f.plugin == "fixture-duplicate"][1:]  # after its backend clash
+    assert errors == [
+        "Plugin 'fixture-duplicate' registered 'not a rule', not a qbackends.RuleRegistration",
+        "Plugin 'fixture-duplicate' registered rule 'fixture: unknown operator' for 'NotAnOperator', which is not a PennyLane operator",
+        "Plugin 'fixture-duplicate' registered rule 'fixture: example raises' whose example raised ZeroDivisionError: division by zero",
+    ]
+    # other backends never see the refused rules, and their devices work, with no word of them
+    with caplog.at_level("WARNING", logger="qbackends"):
+        assert get_device("local:pennylane/lightning.qubit", wires=2).name == "lightning.qubit"
+        assert not caplog.records
+        # a device of the plugin's own backend: one warning per refused rule, once
+        get_device("local:fixture/dup.qubit", wires=2)
+        get_device("local:fixture/dup.qubit", wires=2)
+    assert len(caplog.records) == 3 and "'fixture: example raises' whose example raised" in caplog.records[2].getMessage()
+
+
+def test_plugins_verbose_shows_a_plugin_whose_rules_were_refused():
+    out = _cli("plugins", "-v")
+    row = next(line for line in out.stdout.splitlines() if line.startswith("fixture-duplicate "))
+    assert "partly loaded" in row
+    assert "registered rule 'fixture: example raises' whose example raised ZeroDivisionError" in out.stdout
