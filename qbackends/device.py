@@ -190,9 +190,10 @@ def memory_error(
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
     else:
-        what += f"({backend.state_copies:g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during an adjoint gradient) "
+        during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
+        what += f"({backend.state_copies:g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during {during}) "
     fixes = [f"use at most {caps.max_wires} wires"]
-    if precision == "c128" and not backend.dense_adjoint_observables:
+    if precision == "c128" and not backend.dense_adjoint_observables and _accepts_precision(backend):
         fixes.append("precision='c64' halves the memory")
     fixes.append("use a GPU backend with more memory (local:pennylane/lightning.gpu)")
     if backend.dense_adjoint_observables:
@@ -201,6 +202,14 @@ def memory_error(
     return InsufficientMemoryError(
         f"{what}but {caps.hardware} has {_gib(caps.memory_available)} available.", "; ".join(fixes) + "."
     )
+
+
+def _accepts_precision(backend: Backend) -> bool:
+    """Whether the device has a ``c_dtype`` option (asked only on this error path: it imports the device)."""
+    try:
+        return "c_dtype" in _accepted_options(backend.create or device_class(backend.device_name).__init__)[0]
+    except QBackendsError:
+        return False
 
 
 def _gib(n: int) -> str:

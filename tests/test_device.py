@@ -48,6 +48,15 @@ def test_forty_wires_refused_before_allocation_with_byte_counts():
     assert "precision='c64' halves the memory" in err.value.fix and "ignore_memory=True" in err.value.fix
 
 
+def test_the_memory_advice_is_true_for_the_backend_at_hand():
+    with pytest.raises(InsufficientMemoryError) as err:
+        get_device("local:pennylane/lightning.qubit", wires=40, diff_method="parameter-shift")
+    assert "during a parameter-shift gradient" in str(err.value)
+    with pytest.raises(InsufficientMemoryError) as err:  # fused.qubit is complex128 only: no c64 advice
+        get_device("local:qbackends/fused.qubit", wires=40)
+    assert "during an adjoint gradient" in str(err.value) and "precision='c64'" not in err.value.fix
+
+
 def test_default_qubit_adjoint_guard_knows_the_dense_matrix():
     with pytest.raises(InsufficientMemoryError, match="dense 2\\^n x 2\\^n observable matrix"):
         get_device("local:pennylane/default.qubit", wires=18)
