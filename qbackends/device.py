@@ -50,8 +50,6 @@ def wire_count(wires: Any) -> int | None:
     Raises:
         UnsupportedOptionError: for a negative, huge, fractional or string count, or repeated labels.
     """
-    import numbers
-
     fix = "pass wires=n (a whole number up to 512) or a list of distinct labels, e.g. wires=['a', 'b']."
     if wires is None:
         return None
@@ -69,7 +67,7 @@ def wire_count(wires: Any) -> int | None:
     except TypeError:
         raise UnsupportedOptionError(f"wires={wires!r} is not a number of wires or a list of labels.", fix) from None
     try:
-        distinct = {hash(w) for w in labels} and set(labels)
+        distinct = set(labels)
     except TypeError:
         raise UnsupportedOptionError(f"wires={wires!r} holds a label that is not hashable.", fix) from None
     repeated = sorted(repr(w) for w in distinct if labels.count(w) > 1)

@@ -16,7 +16,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.preprocess import decompose, validate_device_wires, validate_measurements
 from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMeasurement, StateMP, VarianceMP
 
-from ..errors import UnsupportedCircuitError, UnsupportedOptionError
+from ..errors import UnsupportedCircuitError
 from . import engine, warmup
 from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, z_terms
 
@@ -178,7 +178,7 @@ class FusedQubit(Device):
                 values.append(_probabilities(psi, [index[w] for w in (m.wires or wires)], n))
             elif not isinstance(m, (ExpectationMP, VarianceMP)):
                 values.append(m.process_state(psi, qml.wires.Wires(wires)))
-            elif _dense(m.obs) or z_terms(m.obs) is None:
+            elif (terms := z_terms(m.obs)) is None:  # matrix observables, and Pauli sums left unrotated
                 o_psi = _apply_observable(m.obs, psi, index, wires)
                 value = np.real(np.vdot(psi, o_psi))
                 if isinstance(m, VarianceMP):
@@ -189,7 +189,7 @@ class FusedQubit(Device):
                     phi = psi.copy() if len(tape.measurements) > 1 else psi
                     jac_rows.append(engine.adjoint_gradient(segments, nparams, phi, o_psi, n)[list(tape.trainable_params)])
             else:
-                diagonal = self._diagonal(m.obs, index, n)
+                diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
                     p = np.abs(psi) ** 2
                     values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
@@ -218,13 +218,7 @@ class FusedQubit(Device):
             return tuple(r[0] for r in results) if tape.shots.has_partitioned_shots else results[0]
         return tuple(results)
 
-    def _diagonal(self, obs: Any, index: dict, n: int) -> np.ndarray:
-        terms = z_terms(obs)
-        if terms is None:
-            raise UnsupportedOptionError(
-                f"qbackends.fused.qubit measures sums of Pauli-Z products; got {obs}.",
-                "measure Z-basis observables (others are rotated when they commute).",
-            )
+    def _diagonal(self, terms: list[tuple[list[Any], float]], index: dict, n: int) -> np.ndarray:
         masks = np.array([sum(1 << (n - 1 - index[w]) for w in wires) for wires, _ in terms], dtype=np.int64)
         coefs = np.array([h for _, h in terms])
         return self._diagonals.get(n, masks, coefs)
