@@ -1,0 +1,234 @@
+"""``qbackends.batched.qubit``: a PennyLane device that runs a parameter-broadcast circuit as one batch.
+
+B inputs with shared weights (a QML minibatch) are B rows of one state table, run by one program in
+one call, and the adjoint pass returns the vector-Jacobian product for the broadcast inputs and the
+shared weights together. Small circuits are all overhead on other simulators (each broadcast row
+is its own tape); here the whole minibatch costs one pass over B small states.
+
+Analytic only: expectations of Pauli words and sums of them, probabilities, the state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pennylane as qml
+from pennylane.devices import Device, ExecutionConfig
+from pennylane.devices.preprocess import decompose, validate_device_wires
+from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP
+
+from ..errors import UnsupportedCircuitError
+from . import kernels
+from .program import NAME, Program, is_native, lower, pauli_terms
+
+
+@qml.transform
+def check_circuit(tape: Any) -> tuple[Any, Any]:
+    """Refuse, naming it, what this device does not compute: finite shots, other measurements."""
+    if tape.shots:
+        raise UnsupportedCircuitError(
+            f"{NAME} is analytic; this circuit asks for shots={tape.shots.total_shots}.",
+            "drop shots (shots=None), or use a sampling backend such as local:pennylane/default.qubit.",
+        )
+    for m in tape.measurements:
+        if not isinstance(m, (ExpectationMP, ProbabilityMP, StateMP)) or (isinstance(m, ProbabilityMP) and m.obs):
+            raise UnsupportedCircuitError(
+                f"{NAME} returns expval, probs and state; this circuit measures {m}.",
+                "measure expectations of Pauli words or Hamiltonians, or probabilities; or use another backend.",
+            )
+    return (tape,), lambda results: results[0]
+
+
+class BatchedQubit(Device):
+    """State-vector simulator for parameter-broadcast circuits (QML minibatches), with adjoint VJPs.
+
+    Args:
+        wires: number of wires or their labels; None takes the wires of each circuit.
+    """
+
+    name = NAME
+    config_filepath = Path(__file__).with_name("batched_qubit.toml")
+
+    def __init__(self, wires: Any = None) -> None:
+        super().__init__(wires=wires)
+
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
+        pipeline = qml.CompilePipeline()
+        pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
+        pipeline.add_transform(check_circuit)
+        pipeline.add_transform(decompose, stopping_condition=is_native, skip_initial_state_prep=False, name=self.name)
+        return pipeline
+
+    def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
+        config = config or ExecutionConfig()
+        if config.gradient_method in ("adjoint", "device", "best"):
+            # Gradients as VJPs: a broadcast input is a (B,) parameter, which a Jacobian cannot carry.
+            return dataclasses.replace(
+                config, gradient_method="adjoint", use_device_gradient=True, use_device_jacobian_product=True, grad_on_execution=False
+            )
+        return config
+
+    def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
+        return execution_config is None or execution_config.gradient_method in ("adjoint", "best", "device")
+
+    def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
+        return self.supports_derivatives(execution_config, circuit)
+
+    # ---- execution --------------------------------------------------------------------------
+
+    def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        results = []
+        for tape in circuits:
+            run = Run(tape, self.wires)
+            results.append(run.results())
+            if self.tracker.active:
+                self.tracker.update(executions=1, batch_len=run.batch, resources=tape.specs["resources"])
+                self.tracker.record()
+        return tuple(results)
+
+    def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        vjps = tuple(Run(tape, self.wires).vjp(cotangent) for tape, cotangent in zip(circuits, cotangents, strict=True))
+        if self.tracker.active:
+            self.tracker.update(vjp_batches=1, vjps=len(circuits))
+            self.tracker.record()
+        return vjps
+
+    def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self.execute(circuits, execution_config), self.compute_vjp(circuits, cotangents, execution_config)
+
+    def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return tuple(Run(tape, self.wires).jacobian() for tape in circuits)
+
+
+class Run:
+    """One tape on the kernels: its program, its parameter table, its final states."""
+
+    def __init__(self, tape: Any, wires: Any) -> None:
+        self.tape = tape
+        self.wires = wires if wires is not None else tape.wires
+        self.program: Program = lower(tape.operations, self.wires)
+        values = tape.get_parameters(trainable_only=False)
+        self.broadcast = tape.batch_size is not None
+        self.batch = tape.batch_size or 1
+        self.params = np.zeros((self.batch, self.program.nslots))
+        for slot, index in enumerate(self.program.slot_param):
+            self.params[:, slot] = np.real(qml.math.toarray(values[index]))
+        self.states = initial_states(self.batch, len(self.wires))
+        kernels.forward(self.states, self.program.ops, self.program.groups, self.params, self.program.matrices)
+
+    def results(self) -> Any:
+        values = [self._measure(m) for m in self.tape.measurements]
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def _measure(self, m: Any) -> np.ndarray:
+        if isinstance(m, StateMP):
+            out = self.states.copy()
+        elif isinstance(m, ProbabilityMP):
+            out = probabilities(self.states, [self.wires.index(w) for w in (m.wires or self.wires)], len(self.wires))
+        else:
+            terms = pauli_terms(m.obs, self.wires)
+            per_term = np.empty((self.batch, len(terms.xmasks)))
+            kernels.pauli_expvals(self.states, terms.xmasks, terms.zmasks, terms.phases, per_term)
+            out = per_term @ np.real(terms.coefs)
+        return out if self.broadcast else out[0]
+
+    def vjp(self, cotangent: Any) -> tuple[Any, ...]:
+        """Σ_m cotangent_m · d(result_m)/d(trainable parameters), one adjoint pass for all of them."""
+        measurements = self.tape.measurements
+        cotangents = (cotangent,) if len(measurements) == 1 else tuple(cotangent)
+        n = len(self.wires)
+        lam = np.zeros_like(self.states)
+        scratch = np.empty_like(self.states)
+        for m, dy in zip(measurements, cotangents, strict=True):
+            dy = np.asarray(qml.math.toarray(dy), dtype=float).reshape(self.batch, -1)
+            if isinstance(m, StateMP):
+                raise UnsupportedCircuitError(
+                    f"{NAME} differentiates expectations and probabilities, not the state.",
+                    "return expvals or probs from a differentiated circuit.",
+                )
+            if isinstance(m, ProbabilityMP):  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
+                index = marginal_index([self.wires.index(w) for w in (m.wires or self.wires)], n)
+                lam += dy[:, index] * self.states
+            else:
+                terms = pauli_terms(m.obs, self.wires)
+                kernels.apply_paulis(self.states, terms.xmasks, terms.zmasks, terms.phases, dy * np.real(terms.coefs), scratch)
+                lam += scratch
+        grads = np.zeros_like(self.params)
+        kernels.adjoint(self.states, lam, self.program.ops, self.program.groups, self.params, self.program.matrices, grads)
+        return self._per_parameter(grads)
+
+    def _per_parameter(self, grads: np.ndarray) -> tuple[Any, ...]:
+        nop_params = sum(len(op.data) for op in self.tape.operations)
+        values = self.tape.get_parameters(trainable_only=False)
+        out = []
+        for index in self.tape.trainable_params:
+            if index >= nop_params:
+                raise UnsupportedCircuitError(
+                    f"{NAME} differentiates gate parameters only; this circuit has trainable observable coefficients.",
+                    "make the coefficients constants (requires_grad=False), or use diff_method='parameter-shift'.",
+                )
+            per_row = grads[:, self.program.slot_param == index].sum(axis=1)
+            out.append(per_row if qml.math.ndim(values[index]) else np.array(per_row.sum()))
+        return PerParameter(out)
+
+    def jacobian(self) -> Any:
+        """d(results)/d(parameters) of an unbroadcast tape, one adjoint pass per result entry."""
+        if self.broadcast:
+            raise UnsupportedCircuitError(
+                f"{NAME} differentiates broadcast circuits as vector-Jacobian products.",
+                "differentiate through an ML interface (torch, autograd, jax) rather than asking for a Jacobian.",
+            )
+        single = self.results()
+        shapes = [np.shape(r) for r in ((single,) if len(self.tape.measurements) == 1 else single)]
+        rows = []
+        for which, shape in enumerate(shapes):
+            for k in range(int(np.prod(shape))):
+                cot = [np.zeros(s) for s in shapes]
+                cot[which].flat[k] = 1.0
+                rows.append(self.vjp(cot[0] if len(shapes) == 1 else tuple(cot)))
+        per_param = list(zip(*rows, strict=True)) if rows else []
+        split = []
+        start = 0
+        for shape in shapes:
+            size = int(np.prod(shape))
+            columns = tuple(np.array(p[start : start + size]).reshape(shape) for p in per_param)
+            split.append(columns[0] if len(columns) == 1 else columns)
+            start += size
+        return split[0] if len(split) == 1 else tuple(split)
+
+
+class PerParameter(tuple):
+    """VJPs, one per trainable parameter, of mixed shapes: (B,) for a broadcast input, () for a weight.
+
+    PennyLane's torch interface tests a tape's VJPs with ``np.squeeze`` (which asks for ``squeeze``
+    first), assuming one shape for all; this answers that test without stacking them.
+    """
+
+    def squeeze(self, axis: Any = None) -> np.ndarray:
+        return np.zeros(len(self)).squeeze()
+
+
+def initial_states(batch: int, nwires: int) -> np.ndarray:
+    states = np.zeros((batch, 1 << nwires), dtype=complex)
+    states[:, 0] = 1.0
+    return states
+
+
+def marginal_index(wires: list[int], n: int) -> np.ndarray:
+    """For each basis state, its index in the marginal over ``wires`` (in their order)."""
+    i = np.arange(1 << n)
+    index = np.zeros_like(i)
+    for w in wires:
+        index = (index << 1) | ((i >> (n - 1 - w)) & 1)
+    return index
+
+
+def probabilities(states: np.ndarray, wires: list[int], n: int) -> np.ndarray:
+    p = np.abs(states) ** 2
+    out = np.zeros((states.shape[0], 1 << len(wires)))
+    for b in range(states.shape[0]):
+        out[b] = np.bincount(marginal_index(wires, n), weights=p[b], minlength=1 << len(wires))
+    return out

@@ -1,0 +1,176 @@
+"""``TorchLayer``: PennyLane's ``qml.qnn.TorchLayer``, run as one compiled call per minibatch on batched.qubit.
+
+The first forward traces the QNode twice with random inputs and weights, lowers it to the batched
+kernels, and matches every rotation angle to the input column or weight entry it equals in both
+traces (or to a constant). From then on a minibatch is one forward and one adjoint kernel call in a
+``torch.autograd.Function``: no tape is built per call. A circuit that does not trace this way
+(angles computed from inputs, trainable observables, several measurements, another device) runs
+through the QNode as ``qml.qnn.TorchLayer`` runs it, with the same results.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pennylane as qml
+import torch
+from pennylane.measurements import ExpectationMP
+
+from . import kernels
+from .device import BatchedQubit, initial_states
+from .program import PauliTerms, Program, lower, pauli_terms
+
+log = logging.getLogger("qbackends")
+TRACE_ROWS = 3
+
+
+@dataclass
+class Plan:
+    """Where each slot's angle comes from: an input column, a flat weight entry, or a constant."""
+
+    program: Program
+    terms: PauliTerms
+    input_slots: np.ndarray
+    input_columns: np.ndarray
+    weight_slots: np.ndarray
+    weight_entries: np.ndarray
+    const_slots: np.ndarray
+    const_values: np.ndarray
+
+    def params(self, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        table = np.empty((x.shape[0], self.program.nslots))
+        table[:, self.input_slots] = x[:, self.input_columns]
+        table[:, self.weight_slots] = weights[self.weight_entries]
+        table[:, self.const_slots] = self.const_values
+        return table
+
+
+def _trace(layer: Any, nfeatures: int, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray]:
+    """One tape of the QNode on random distinct values, lowered by the device's own preprocessing."""
+    x = rng.uniform(0.1, 3.0, size=(TRACE_ROWS, nfeatures))
+    flat = rng.uniform(0.1, 3.0, size=sum(w.numel() for w in layer.qnode_weights.values()))
+    kwargs, start = {layer.input_arg: x}, 0
+    for name, weight in layer.qnode_weights.items():
+        kwargs[name] = flat[start : start + weight.numel()].reshape(tuple(weight.shape))
+        start += weight.numel()
+    tape = qml.tape.make_qscript(layer.qnode.func)(**kwargs)
+    tapes, _ = layer.qnode.device.preprocess_transforms()((tape,))
+    return (tapes[0] if len(tapes) == 1 else None), x, flat
+
+
+def compile_plan(layer: Any, nfeatures: int) -> Plan | None:
+    """The layer's plan, or None when the circuit does not trace to one (see the module docstring)."""
+    device = layer.qnode.device
+    if not isinstance(device, BatchedQubit) or device.wires is None:
+        return None
+    rng = np.random.default_rng(20260)
+    (t1, x1, w1), (t2, x2, w2) = _trace(layer, nfeatures, rng), _trace(layer, nfeatures, rng)
+    if t1 is None or t2 is None or len(t1.measurements) != 1 or not isinstance(t1.measurements[0], ExpectationMP):
+        return None
+    if qml.math.get_interface(*t1.measurements[0].obs.data) != "numpy" or t1.measurements[0] != t2.measurements[0]:
+        return None
+    p1, p2 = lower(t1.operations, device.wires), lower(t2.operations, device.wires)
+    if not all(np.array_equal(getattr(p1, f), getattr(p2, f)) for f in ("ops", "groups", "matrices", "slot_param")):
+        return None  # the circuit's structure depends on the values
+    v1, v2 = t1.get_parameters(trainable_only=False), t2.get_parameters(trainable_only=False)
+    sources: dict[str, list[tuple[int, Any]]] = {"input": [], "weight": [], "const": []}
+    for slot, index in enumerate(p1.slot_param):
+        a, b = np.asarray(v1[index], dtype=float), np.asarray(v2[index], dtype=float)
+        if a.shape == (TRACE_ROWS,):
+            cols = [j for j in range(nfeatures) if np.array_equal(a, x1[:, j]) and np.array_equal(b, x2[:, j])]
+            if len(cols) != 1:
+                return None
+            sources["input"].append((slot, cols[0]))
+        elif a.shape == ():
+            entries = np.flatnonzero((w1 == a) & (w2 == b))
+            if len(entries) == 1:
+                sources["weight"].append((slot, entries[0]))
+            elif a == b:
+                sources["const"].append((slot, float(a)))
+            else:
+                return None
+        else:
+            return None
+
+    def split(kind: str, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        pairs = sources[kind]
+        return np.array([s for s, _ in pairs], dtype=np.int64), np.array([v for _, v in pairs], dtype=dtype)
+
+    return Plan(
+        p1,
+        pauli_terms(t1.measurements[0].obs, device.wires),
+        *split("input", np.int64),
+        *split("weight", np.int64),
+        *split("const", float),
+    )
+
+
+class _Batch(torch.autograd.Function):
+    """One minibatch through the plan: forward kernels, then one adjoint pass for inputs and weights."""
+
+    @staticmethod
+    def forward(ctx: Any, plan: Plan, x: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+        x_np = x.detach().cpu().numpy().astype(float, copy=False)
+        flat = np.concatenate([w.detach().cpu().numpy().astype(float).reshape(-1) for w in weights]) if weights else np.zeros(0)
+        params = plan.params(x_np, flat)
+        states = initial_states(x_np.shape[0], plan.program.nwires)
+        kernels.forward(states, plan.program.ops, plan.program.groups, params, plan.program.matrices)
+        per_term = np.empty((states.shape[0], len(plan.terms.xmasks)))
+        kernels.pauli_expvals(states, plan.terms.xmasks, plan.terms.zmasks, plan.terms.phases, per_term)
+        ctx.plan, ctx.states, ctx.params = plan, states, params
+        ctx.shapes = [(w.shape, w.dtype) for w in weights]
+        ctx.x_dtype, ctx.flat_size, ctx.nfeatures = x.dtype, flat.size, x.shape[1]
+        return torch.as_tensor(per_term @ np.real(plan.terms.coefs), dtype=x.dtype, device=x.device)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        plan, states = ctx.plan, ctx.states.copy()
+        dy_np = dy.detach().cpu().numpy().astype(float).reshape(-1, 1)
+        lam = np.empty_like(states)
+        coefs = dy_np * np.real(plan.terms.coefs)
+        kernels.apply_paulis(states, plan.terms.xmasks, plan.terms.zmasks, plan.terms.phases, coefs, lam)
+        grads = np.zeros_like(ctx.params)
+        kernels.adjoint(states, lam, plan.program.ops, plan.program.groups, ctx.params, plan.program.matrices, grads)
+        grad_x = np.zeros((states.shape[0], ctx.nfeatures))
+        np.add.at(grad_x.T, plan.input_columns, grads[:, plan.input_slots].T)
+        flat = np.zeros(ctx.flat_size)
+        np.add.at(flat, plan.weight_entries, grads[:, plan.weight_slots].sum(axis=0))
+        out, start = [], 0
+        for shape, dtype in ctx.shapes:
+            size = int(np.prod(shape))
+            out.append(torch.as_tensor(flat[start : start + size].reshape(shape), dtype=dtype, device=dy.device))
+            start += size
+        return (None, torch.as_tensor(grad_x, dtype=ctx.x_dtype, device=dy.device), *out)
+
+
+class TorchLayer(qml.qnn.TorchLayer):
+    """``qml.qnn.TorchLayer`` that runs each minibatch as one compiled call on ``qbackends.batched.qubit``.
+
+    Same constructor, parameters and state dict as PennyLane's; on any other device, or for a
+    circuit that does not compile (module docstring), it is PennyLane's layer unchanged.
+    """
+
+    def __init__(self, qnode: Any, weight_shapes: dict, init_method: Any = None) -> None:
+        super().__init__(qnode, weight_shapes, init_method)
+        self._plans: dict[int, Plan | None] = {}
+
+    def plan(self, nfeatures: int) -> Plan | None:
+        """The compiled plan for inputs of ``nfeatures`` columns (None: the QNode runs each call)."""
+        if nfeatures not in self._plans:
+            plan = compile_plan(self, nfeatures)
+            if plan is None and isinstance(self.qnode.device, BatchedQubit):
+                log.info("qbackends: this circuit does not compile to one batched call; it runs through the QNode.")
+            self._plans[nfeatures] = plan
+        return self._plans[nfeatures]
+
+    def _evaluate_qnode(self, x: Any) -> Any:
+        plan = self.plan(x.shape[-1]) if self.qnode.diff_method in ("adjoint", "best", "device") else None
+        if plan is None:
+            return super()._evaluate_qnode(x)
+        weights = [w.to(x) for w in self.qnode_weights.values()]
+        rows = x.reshape(-1, x.shape[-1])
+        out = _Batch.apply(plan, rows, *weights)
+        return out.reshape(x.shape[:-1])
