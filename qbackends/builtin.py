@@ -83,6 +83,18 @@ BACKENDS = (
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),
     ),
     Backend(
+        "qbackends",
+        "batched.qubit",
+        "qbackends.batched.qubit",
+        "numba",
+        hardware="cpu",
+        state_copies=3.0,
+        preference=-1,
+        extra="batched",
+        description="a parameter-broadcast minibatch as one state table (numba); the QNN workload's choice under auto",
+        capabilities_file=("qbackends", "qbackends/batched/batched_qubit.toml"),
+    ),
+    Backend(
         "pennylane",
         "lightning.tensor",
         "lightning.tensor",

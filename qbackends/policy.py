@@ -2,8 +2,8 @@
 
 Generic ``auto`` (``device.auto_order``) ranks backends for a generic circuit of a given size. A
 workload knows more: the QAOA gradient is diagonal-heavy (fused.qubit's kind of circuit, once its
-kernels are compiled), and the QNN runs small circuits over a minibatch (a broadcast batch on
-default.qubit with backprop beats per-sample adjoint runs). Each workload asks here, nowhere else.
+kernels are compiled), and the QNN runs small circuits over a minibatch (batched.qubit runs the whole
+minibatch as one call; per-sample adjoint runs are all overhead). Each workload asks here, nowhere else.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 log = logging.getLogger("qbackends")
 
 FUSED = "local:qbackends/fused.qubit"
+BATCHED = "local:qbackends/batched.qubit"
 DEFAULT_QUBIT = "local:pennylane/default.qubit"
 
 # Seconds per amplitude of one p=2 value+gradient step, measured on the 2-core CI machine
@@ -21,10 +22,12 @@ DEFAULT_QUBIT = "local:pennylane/default.qubit"
 LIGHTNING_SECONDS_PER_AMPLITUDE = 10.65 / 2**22
 FUSED_SECONDS_PER_AMPLITUDE = 1.16 / 2**22
 
-# The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians):
-# lightning.qubit adjoint 161 / 230 / 381 at 4 / 8 / 12 wires, default.qubit backprop with the batch
-# broadcast 28 / 50 / 136; at 16 wires 2906 against 986 (issue measurements). Beyond 16 wires
-# backprop's memory grows with the batch: generic auto again.
+# The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians, see
+# docs/benchmarks.md): batched.qubit 0.4 / 1.3 / 11 / 240-400 at 4 / 8 / 12 / 16 wires against
+# lightning.qubit 213 / 550 / 770 / 2906 and default.qubit backprop 19 / 49 / 109 / 986. Its memory
+# is the minibatch's states (three per row); beyond 20 wires generic auto again, and without numba
+# default.qubit's broadcast backprop (up to 16 wires, where its memory still fits).
+BATCHED_MAX_WIRES = 20
 BATCHED_BACKPROP_MAX_WIRES = 16
 
 
@@ -81,15 +84,19 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
 
 def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:
     """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default
-    adjoint or best), default.qubit with backprop up to ``BATCHED_BACKPROP_MAX_WIRES``, the whole
-    batch as one broadcast state; otherwise what was asked for."""
+    adjoint or best), batched.qubit up to ``BATCHED_MAX_WIRES``, else default.qubit with backprop
+    up to ``BATCHED_BACKPROP_MAX_WIRES`` (the whole batch as one broadcast state); otherwise what
+    was asked for."""
     from .device import get_device
     from .errors import BackendUnavailableError, InsufficientMemoryError
 
     resolved, is_auto = _resolve(spec)
-    if is_auto and diff_method in ("adjoint", "best") and wires <= BATCHED_BACKPROP_MAX_WIRES:
-        try:
-            return get_device(DEFAULT_QUBIT, wires=wires, diff_method="backprop"), "backprop"
-        except (BackendUnavailableError, InsufficientMemoryError):
-            pass
+    if is_auto and diff_method in ("adjoint", "best"):
+        choices = [(BATCHED, "adjoint", BATCHED_MAX_WIRES), (DEFAULT_QUBIT, "backprop", BATCHED_BACKPROP_MAX_WIRES)]
+        for string, method, max_wires in choices:
+            if wires <= max_wires:
+                try:
+                    return get_device(string, wires=wires, diff_method=method), method
+                except (BackendUnavailableError, InsufficientMemoryError):
+                    pass
     return get_device(resolved, wires=wires, diff_method=diff_method), diff_method

@@ -236,7 +236,9 @@ def test_resume_refuses_another_run_or_a_corrupt_checkpoint(tmp_path):
             qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
 
 
-@pytest.mark.parametrize("backend", ["lightning.qubit", "lightning.kokkos", "local:qbackends/fused.qubit"])
+@pytest.mark.parametrize(
+    "backend", ["lightning.qubit", "lightning.kokkos", "local:qbackends/fused.qubit", "local:qbackends/batched.qubit"]
+)
 def test_the_quantum_layer_keeps_float64_through_torch(backend):
     """PennyLane's torch interface made a Python float result float32 (1e-8 off); get_device's devices
     return float64, so the QNN batch and its gradients agree with default.qubit to 1e-12."""
@@ -271,12 +273,14 @@ def test_a_split_with_no_held_out_rows_is_refused(tmp_path):
         qnn.train(qnn.Config(**{**SMALL, "data": str(binary)}), "lightning.qubit")
 
 
-def test_auto_trains_on_the_broadcast_batch_path_and_matches_lightning():
-    """Under auto the QNN takes default.qubit with backprop (the minibatch as one broadcast state):
-    the same run, parameter for parameter, as on lightning.qubit with adjoint."""
-    fast = qnn.train(qnn.Config(**SMALL), "auto")
-    reference = qnn.train(qnn.Config(**SMALL), "lightning.qubit")
-    assert fast["device"] == "default.qubit" and reference["device"] == "lightning.qubit"
+def test_auto_trains_on_the_batched_path_and_matches_lightning():
+    """Under auto the QNN takes batched.qubit (the minibatch as one compiled call): the same run,
+    parameter for parameter, as on lightning.qubit with adjoint, over several epochs."""
+    config = qnn.Config(**{**SMALL, "epochs": 3})
+    fast = qnn.train(config, "auto")
+    reference = qnn.train(config, "lightning.qubit")
+    assert fast["device"] == "qbackends.batched.qubit" and reference["device"] == "lightning.qubit"
+    assert fast["history"][-1]["loss"] != fast["history"][0]["loss"]  # it trained
     for name, values in reference["parameters"].items():
         np.testing.assert_allclose(fast["parameters"][name], values, atol=1e-6, rtol=0)
 

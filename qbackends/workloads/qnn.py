@@ -89,6 +89,10 @@ def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any
         return qml.expval(qml.PauliZ(0))
 
     shapes = {"block_rot": (len(RANGES), nwires, 3), "block_crot": (len(RANGES), nwires, 3), "final_rot": (3,)}
+    if getattr(device, "name", None) == "qbackends.batched.qubit":  # one compiled call per minibatch
+        from ..batched.layer import TorchLayer
+
+        return TorchLayer(circuit, shapes)
     return qml.qnn.TorchLayer(circuit, shapes)
 
 

@@ -1,0 +1,191 @@
+"""batched.qubit: a broadcast minibatch against default.qubit (values 1e-10) and parameter-shift (gradients 1e-8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pennylane as qml
+import pytest
+import torch
+
+from qbackends import capabilities, get_device, get_registry
+from qbackends.batched.layer import TorchLayer
+from qbackends.batched.program import NATIVE, is_native
+from qbackends.errors import UnsupportedCircuitError
+from qbackends.workloads import qnn
+
+BATCHED = "local:qbackends/batched.qubit"
+DECLARED = capabilities.declared_operations(get_registry().backends["qbackends/batched.qubit"])
+ROWS = 3
+NWIRES = 4
+H = qml.Hamiltonian([0.7, -0.4, 0.25], [qml.Z(0) @ qml.X(2), qml.Y(1), qml.X(0) @ qml.Y(1) @ qml.Z(3)])
+
+
+def _gate(name: str, x_column, weights):
+    """``name`` on wires 1.. with its first parameter broadcast (an input column), the rest weights."""
+    cls = getattr(qml, name)
+    nparams = cls.num_params if isinstance(cls.num_params, int) else 1
+    nwires = cls.num_wires if isinstance(cls.num_wires, int) else 3
+    wires = [1, 3, 0][:nwires] if nwires <= 3 else None
+    params = [x_column, *weights[: max(nparams - 1, 0)]][:nparams]
+    if name == "PauliRot":
+        return cls(x_column, "XYZ", wires=[1, 3, 0])
+    if name == "MultiRZ":
+        return cls(x_column, wires=[1, 3, 0])
+    if name == "GlobalPhase":
+        return cls(x_column, wires=[1])
+    return cls(*params, wires=wires[:nwires])
+
+
+def _circuit(name: str):
+    def circuit(x, w):
+        for i in range(NWIRES):
+            qml.RY(x[..., i], wires=i)
+        for i in range(NWIRES - 1):
+            qml.CNOT([i, i + 1])
+        _gate(name, x[..., NWIRES], w)
+        for i in range(NWIRES):
+            qml.RX(w[3 + i], wires=i)
+        qml.CRot(w[0], w[1], w[2], wires=[2, 0])
+        return qml.expval(H), qml.probs(wires=[3, 1])
+
+    return circuit
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED.native))
+def test_every_declared_gate_on_a_broadcast_batch(name):
+    """Values of a random batch against default.qubit; the VJP for inputs and shared weights against
+    parameter-shift on default.qubit, row by row."""
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    x = rng.uniform(-np.pi, np.pi, size=(ROWS, NWIRES + 1))
+    w = rng.uniform(-np.pi, np.pi, size=NWIRES + 3)
+    dy_e, dy_p = rng.normal(size=ROWS), rng.normal(size=(ROWS, 4))
+
+    batched = qml.QNode(_circuit(name), get_device(BATCHED, wires=NWIRES), interface="torch", diff_method="adjoint")
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    e, p = batched(xt, wt)
+    ((e * torch.tensor(dy_e)).sum() + (p * torch.tensor(dy_p)).sum()).backward()
+
+    reference = qml.QNode(_circuit(name), qml.device("default.qubit", wires=NWIRES), diff_method="parameter-shift")
+    ref_e, ref_p = reference(x, w)
+    np.testing.assert_allclose(e.detach().numpy(), ref_e, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(p.detach().numpy(), ref_p, atol=1e-10, rtol=0)
+
+    grad_x, grad_w = np.zeros_like(x), np.zeros_like(w)
+    for b in range(ROWS):
+        def cost(xb, wb, b=b):
+            eb, pb = reference(xb, wb)
+            return eb * dy_e[b] + qml.math.sum(pb * dy_p[b])
+
+        gx, gw = qml.grad(cost)(qml.numpy.array(x[b], requires_grad=True), qml.numpy.array(w, requires_grad=True))
+        grad_x[b], grad_w = gx, grad_w + gw
+    np.testing.assert_allclose(xt.grad.numpy(), grad_x, atol=1e-8, rtol=0)
+    np.testing.assert_allclose(wt.grad.numpy(), grad_w, atol=1e-8, rtol=0)
+
+
+def test_declared_operations_are_what_the_kernels_run():
+    fixed = {"Hadamard", "PauliX", "PauliY", "PauliZ", "S", "T", "SX"}  # run by their matrix
+    assert set(DECLARED.native) - fixed == NATIVE - {"Barrier", "Snapshot"}
+    assert all(is_native(getattr(qml, name)(wires=0)) for name in fixed)
+    assert is_native(qml.adjoint(qml.S(0))) and not is_native(qml.U3(0.1, 0.2, 0.3, wires=0))
+
+
+def test_gates_it_does_not_run_are_lowered_exactly():
+    """U3, IsingXY, a controlled rotation with a zero control: PennyLane's decompositions, exact values."""
+
+    def circuit(x):
+        qml.Hadamard(0)
+        qml.U3(x[..., 0], 0.3, -0.2, wires=1)
+        qml.IsingXY(x[..., 1], wires=[0, 1])
+        qml.ctrl(qml.RY(x[..., 0], wires=2), control=[0, 1], control_values=[0, 1])
+        return qml.expval(qml.X(2) @ qml.Z(1))
+
+    x = np.random.default_rng(1).uniform(-2, 2, size=(5, 2))
+    ours = qml.QNode(circuit, get_device(BATCHED, wires=3))(x)
+    np.testing.assert_allclose(ours, qml.QNode(circuit, qml.device("default.qubit", wires=3))(x), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "measure, message",
+    [
+        (lambda: qml.var(qml.Z(0)), r"returns expval, probs and state; this circuit measures var\(Z\(0\)\)"),
+        (lambda: qml.expval(qml.Hermitian(np.eye(2), wires=0)), "Hermitian has no Pauli form"),
+        (lambda: qml.sample(qml.Z(0)), "is analytic"),
+    ],
+)
+def test_what_it_does_not_compute_is_refused_by_name(measure, message):
+    @qml.qnode(get_device(BATCHED, wires=1), shots=10 if "analytic" in message else None)
+    def circuit():
+        qml.RX(0.3, 0)
+        return measure()
+
+    with pytest.raises(UnsupportedCircuitError, match=message):
+        circuit()
+
+
+def _layers(nwires: int):
+    torch.manual_seed(7)
+    fast = qnn.quantum_layer(nwires, get_device(BATCHED, wires=nwires))
+    reference = qnn.quantum_layer(nwires, qml.device("default.qubit", wires=nwires), "backprop")
+    reference.load_state_dict(fast.state_dict())
+    return fast.double(), reference.double()
+
+
+@pytest.mark.parametrize("nwires", [1, 4, 7])
+def test_the_qnn_layer_compiles_to_one_call_and_agrees(nwires):
+    fast, reference = _layers(nwires)
+    assert isinstance(fast, TorchLayer) and fast.plan(nwires) is not None
+    x = torch.rand(16, nwires, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 6 - 3
+    dy = torch.randn(16, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    grads = []
+    for layer in (fast, reference):
+        xi = x.clone().requires_grad_(True)
+        out = layer(xi)
+        (out * dy).sum().backward()
+        grads.append((out.detach(), xi.grad, [p.grad for p in layer.parameters()]))
+    (v1, g1, w1), (v2, g2, w2) = grads
+    torch.testing.assert_close(v1, v2, atol=1e-12, rtol=0)
+    torch.testing.assert_close(g1, g2, atol=1e-12, rtol=0)
+    for a, b in zip(w1, w2, strict=True):  # unused weights (CRot on one wire): zeros here, None there
+        torch.testing.assert_close(a, b if b is not None else torch.zeros_like(a), atol=1e-12, rtol=0)
+    single = fast(x[0])  # one sample, no batch dimension
+    assert single.shape == () and abs(single.item() - v1[0].item()) < 1e-12
+
+
+def test_a_circuit_that_does_not_trace_runs_through_the_qnode():
+    """An angle computed from an input (2·x) cannot be matched to a column: the layer falls back to
+    the QNode, with the same results as PennyLane's TorchLayer."""
+    dev = get_device(BATCHED, wires=2)
+
+    @qml.qnode(dev, diff_method="adjoint")
+    def circuit(inputs, w):
+        qml.RX(2 * inputs[..., 0], wires=0)
+        qml.RY(inputs[..., 1], wires=1)
+        qml.CNOT([0, 1])
+        qml.RZ(w[0], wires=1)
+        qml.RX(0.3, wires=1)
+        return qml.expval(qml.Y(1))
+
+    layer = TorchLayer(circuit, {"w": (1,)}).double()
+    x = torch.rand(5, 2, dtype=torch.float64)
+    assert layer.plan(2) is None
+    expected = qml.qnn.TorchLayer(circuit, {"w": (1,)}).double()
+    expected.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(layer(x), expected(x), atol=1e-12, rtol=0)
+
+
+def test_constants_in_a_traced_circuit_stay_constants():
+    dev = get_device(BATCHED, wires=2)
+
+    @qml.qnode(dev, diff_method="adjoint")
+    def circuit(inputs, w):
+        qml.RY(inputs[..., 0], wires=0)
+        qml.RX(0.3, wires=1)
+        qml.CRX(w[0], wires=[0, 1])
+        return qml.expval(qml.Z(1))
+
+    layer = TorchLayer(circuit, {"w": (1,)}).double()
+    assert layer.plan(1) is not None
+    x = torch.rand(4, 1, dtype=torch.float64, requires_grad=True)
+    reference = qml.qnn.TorchLayer(qml.QNode(circuit.func, qml.device("default.qubit", wires=2)), {"w": (1,)}).double()
+    reference.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(layer(x), reference(x), atol=1e-12, rtol=0)
