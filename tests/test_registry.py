@@ -19,6 +19,7 @@ BUILTINS = {
     "lightning.amdgpu",
     "lightning.tensor",
     "fused.qubit",
+    "batched.qubit",
 }
 
 
