@@ -95,7 +95,7 @@ def test_qnn_layer_batch_step(benchmark, nwires):
 
     inputs = torch.rand(BATCH, nwires, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
     torch.manual_seed(1)
-    reference = qnn.quantum_layer(nwires, get_device("default.qubit", wires=nwires), "backprop").double()
+    reference = qnn.quantum_layer(nwires, get_device("default.qubit", wires=nwires, diff_method="backprop"), "backprop").double()
     layers = {
         PATHS[0]: qnn.quantum_layer(nwires, get_device("lightning.qubit", wires=nwires), "adjoint"),
         PATHS[1]: reference,

@@ -102,7 +102,7 @@ def _group_matrix(ops, start, end, params_b, matrices):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
 def _forward_group(psi, ops, start, end, params_b, matrices):
     kind = ops[start, KIND]
     controls = ops[start, CONTROLS]
@@ -124,19 +124,17 @@ def _forward_group(psi, ops, start, end, params_b, matrices):
                 psi[i], psi[j] = psi[j], psi[i]
         return
     m00, m01, m10, m11 = _group_matrix(ops, start, end, params_b, matrices)
-    bit = ops[start, TARGET]
-    step = 1 << bit
-    for k in range(psi.size >> 1):
-        i = _low(k, bit)
-        if i & controls != controls:
-            continue
-        a = psi[i]
-        c = psi[i + step]
-        psi[i] = m00 * a + m01 * c
-        psi[i + step] = m10 * a + m11 * c
+    step = 1 << ops[start, TARGET]
+    for base in range(0, psi.size, 2 * step):  # pairs (i, i + step), i running over a contiguous run
+        for i in range(base, base + step):
+            if i & controls == controls:
+                a = psi[i]
+                c = psi[i + step]
+                psi[i] = m00 * a + m01 * c
+                psi[i + step] = m10 * a + m11 * c
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
 def _adjoint_group(psi, lam, ops, start, end, params_b, matrices, grads_b):
     """Undo the group on ψ and λ in one pass, adding each parameter's derivative on the way."""
     kind = ops[start, KIND]
@@ -165,22 +163,20 @@ def _adjoint_group(psi, lam, ops, start, end, params_b, matrices, grads_b):
     # Each operation's derivative then follows from R carried back through the later ones (2x2 work).
     h00, h01, h10, h11 = _dagger(_group_matrix(ops, start, end, params_b, matrices))
     r00 = r01 = r10 = r11 = 0j
-    bit = ops[start, TARGET]
-    step = 1 << bit
-    for k in range(psi.size >> 1):
-        i = _low(k, bit)
-        if i & controls != controls:
-            continue
-        p0, p1, l0, l1 = psi[i], psi[i + step], lam[i], lam[i + step]
-        c0, c1 = np.conj(l0), np.conj(l1)
-        r00 += p0 * c0
-        r01 += p0 * c1
-        r10 += p1 * c0
-        r11 += p1 * c1
-        psi[i] = h00 * p0 + h01 * p1
-        psi[i + step] = h10 * p0 + h11 * p1
-        lam[i] = h00 * l0 + h01 * l1
-        lam[i + step] = h10 * l0 + h11 * l1
+    step = 1 << ops[start, TARGET]
+    for base in range(0, psi.size, 2 * step):
+        for i in range(base, base + step):
+            if i & controls == controls:
+                p0, p1, l0, l1 = psi[i], psi[i + step], lam[i], lam[i + step]
+                c0, c1 = np.conj(l0), np.conj(l1)
+                r00 += p0 * c0
+                r01 += p0 * c1
+                r10 += p1 * c0
+                r11 += p1 * c1
+                psi[i] = h00 * p0 + h01 * p1
+                psi[i + step] = h10 * p0 + h11 * p1
+                lam[i] = h00 * l0 + h01 * l1
+                lam[i + step] = h10 * l0 + h11 * l1
     r = (r00, r01, r10, r11)
     for k in range(end - 1, start - 1, -1):
         slot = ops[k, SLOT]
@@ -190,27 +186,64 @@ def _adjoint_group(psi, lam, ops, start, end, params_b, matrices, grads_b):
         r = _mm(_mm(_dagger(u), r), u)
 
 
+@njit(cache=True)
+def _forward_row(psi, ops, groups, params_b, matrices):
+    for g in range(groups.shape[0]):
+        _forward_group(psi, ops, groups[g, 0], groups[g, 1], params_b, matrices)
+
+
+@njit(cache=True)
+def _adjoint_row(psi, lam, ops, groups, params_b, matrices, grads_b):
+    for g in range(groups.shape[0] - 1, -1, -1):
+        _adjoint_group(psi, lam, ops, groups[g, 0], groups[g, 1], params_b, matrices, grads_b)
+
+
+@njit(cache=True)
+def _forward_serial(states, ops, groups, params, matrices):
+    for b in range(states.shape[0]):
+        _forward_row(states[b], ops, groups, params[b], matrices)
+
+
 @njit(cache=True, parallel=True)
+def _forward_parallel(states, ops, groups, params, matrices):
+    for b in prange(states.shape[0]):
+        _forward_row(states[b], ops, groups, params[b], matrices)
+
+
+@njit(cache=True)
+def _adjoint_serial(states, lams, ops, groups, params, matrices, grads):
+    for b in range(states.shape[0]):
+        _adjoint_row(states[b], lams[b], ops, groups, params[b], matrices, grads[b])
+
+
+@njit(cache=True, parallel=True)
+def _adjoint_parallel(states, lams, ops, groups, params, matrices, grads):
+    for b in prange(states.shape[0]):
+        _adjoint_row(states[b], lams[b], ops, groups, params[b], matrices, grads[b])
+
+
+# Below this many amplitudes in the whole batch, waking threads costs more than it saves
+# (4-8 wires x 16 rows run in well under a millisecond on one core).
+PARALLEL_AMPLITUDES = 1 << 14
+
+
 def forward(states, ops, groups, params, matrices):
     """Run the program on every row of ``states`` in place."""
-    for b in prange(states.shape[0]):
-        for g in range(groups.shape[0]):
-            _forward_group(states[b], ops, groups[g, 0], groups[g, 1], params[b], matrices)
+    run = _forward_parallel if states.size >= PARALLEL_AMPLITUDES else _forward_serial
+    run(states, ops, groups, params, matrices)
 
 
-@njit(cache=True, parallel=True)
 def adjoint(states, lams, ops, groups, params, matrices, grads):
     """Walk the program back from the final ψ (``states``) and λ (``lams``), both consumed, adding
     each parameterised operation's derivative to ``grads[row, slot]``."""
-    for b in prange(states.shape[0]):
-        for g in range(groups.shape[0] - 1, -1, -1):
-            _adjoint_group(states[b], lams[b], ops, groups[g, 0], groups[g, 1], params[b], matrices, grads[b])
+    run = _adjoint_parallel if states.size >= PARALLEL_AMPLITUDES else _adjoint_serial
+    run(states, lams, ops, groups, params, matrices, grads)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def apply_paulis(states, xmasks, zmasks, phases, coefs, out):
     """out[b] = Σ_t coefs[b, t]·P_t states[b], with P_t|i> = phases[t]·(-1)^|i & z_t|·|i ^ x_t>."""
-    for b in prange(states.shape[0]):
+    for b in range(states.shape[0]):
         psi = states[b]
         res = out[b]
         res[:] = 0
@@ -222,10 +255,10 @@ def apply_paulis(states, xmasks, zmasks, phases, coefs, out):
                 res[i ^ xmasks[t]] += w * _zsign(i & zmasks[t]) * psi[i]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def pauli_expvals(states, xmasks, zmasks, phases, out):
     """out[b, t] = <ψ_b|P_t|ψ_b>."""
-    for b in prange(states.shape[0]):
+    for b in range(states.shape[0]):
         psi = states[b]
         for t in range(xmasks.size):
             acc = 0j
