@@ -87,7 +87,10 @@ PATHS = ["lightning.qubit adjoint (per sample)", "default.qubit backprop (broadc
 @pytest.mark.parametrize("nwires", [4, 8, 12, 16])
 def test_qnn_layer_batch_step(benchmark, nwires):
     """Issue "Fast QML": the QNN's quantum layer, a batch of 16, forward + backward to inputs and weights.
-    Every path runs once per round, rounds interleaved; medians per path; values agree to 1e-10."""
+
+    Each round runs every path in turn for a few consecutive steps, as a training loop runs its layer
+    (a single step after another library's has cold caches, which triples a 0.3 ms step); the figure
+    is the median over all rounds. Every path agrees with default.qubit to 1e-10 first."""
     import torch
 
     from qbackends import policy
@@ -114,11 +117,14 @@ def test_qnn_layer_batch_step(benchmark, nwires):
         assert torch.allclose(step(), expected, atol=1e-10, rtol=0), name  # also warms up (compiles) every path
     seconds: dict[str, list[float]] = {name: [] for name in steps}
 
+    consecutive = 5 if nwires <= 8 else 2 if nwires <= 12 else 1
+
     def one_round():
         for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            seconds[name].append(time.perf_counter() - start)
+            for _ in range(consecutive):
+                start = time.perf_counter()
+                step()
+                seconds[name].append(time.perf_counter() - start)
 
     benchmark.pedantic(one_round, rounds=7 if nwires <= 12 else 3, iterations=1)
     lightning = statistics.median(seconds[PATHS[0]])

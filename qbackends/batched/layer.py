@@ -29,23 +29,17 @@ TRACE_ROWS = 3
 
 @dataclass
 class Plan:
-    """Where each slot's angle comes from: an input column, a flat weight entry, or a constant."""
+    """Where each slot's angle comes from, as 0/1 maps: params = x·from_inputs + w·from_weights + consts
+    (so the gradient maps back by the transposes)."""
 
     program: Program
     terms: PauliTerms
-    input_slots: np.ndarray
-    input_columns: np.ndarray
-    weight_slots: np.ndarray
-    weight_entries: np.ndarray
-    const_slots: np.ndarray
-    const_values: np.ndarray
+    from_inputs: np.ndarray  # (input columns, slots)
+    from_weights: np.ndarray  # (flat weight entries, slots)
+    consts: np.ndarray  # (slots,)
 
     def params(self, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        table = np.empty((x.shape[0], self.program.nslots))
-        table[:, self.input_slots] = x[:, self.input_columns]
-        table[:, self.weight_slots] = weights[self.weight_entries]
-        table[:, self.const_slots] = self.const_values
-        return table
+        return x @ self.from_inputs + (weights @ self.from_weights + self.consts)
 
 
 def _trace(layer: Any, nfeatures: int, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray]:
@@ -76,36 +70,26 @@ def compile_plan(layer: Any, nfeatures: int) -> Plan | None:
     if not all(np.array_equal(getattr(p1, f), getattr(p2, f)) for f in ("ops", "groups", "matrices", "slot_param")):
         return None  # the circuit's structure depends on the values
     v1, v2 = t1.get_parameters(trainable_only=False), t2.get_parameters(trainable_only=False)
-    sources: dict[str, list[tuple[int, Any]]] = {"input": [], "weight": [], "const": []}
+    from_inputs, from_weights = np.zeros((nfeatures, p1.nslots)), np.zeros((w1.size, p1.nslots))
+    consts = np.zeros(p1.nslots)
     for slot, index in enumerate(p1.slot_param):
         a, b = np.asarray(v1[index], dtype=float), np.asarray(v2[index], dtype=float)
         if a.shape == (TRACE_ROWS,):
-            cols = [j for j in range(nfeatures) if np.array_equal(a, x1[:, j]) and np.array_equal(b, x2[:, j])]
-            if len(cols) != 1:
+            columns = [j for j in range(nfeatures) if np.array_equal(a, x1[:, j]) and np.array_equal(b, x2[:, j])]
+            if len(columns) != 1:
                 return None
-            sources["input"].append((slot, cols[0]))
+            from_inputs[columns[0], slot] = 1.0
         elif a.shape == ():
             entries = np.flatnonzero((w1 == a) & (w2 == b))
             if len(entries) == 1:
-                sources["weight"].append((slot, entries[0]))
+                from_weights[entries[0], slot] = 1.0
             elif a == b:
-                sources["const"].append((slot, float(a)))
+                consts[slot] = a
             else:
                 return None
         else:
             return None
-
-    def split(kind: str, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-        pairs = sources[kind]
-        return np.array([s for s, _ in pairs], dtype=np.int64), np.array([v for _, v in pairs], dtype=dtype)
-
-    return Plan(
-        p1,
-        pauli_terms(t1.measurements[0].obs, device.wires),
-        *split("input", np.int64),
-        *split("weight", np.int64),
-        *split("const", float),
-    )
+    return Plan(p1, pauli_terms(t1.measurements[0].obs, device.wires), from_inputs, from_weights, consts)
 
 
 class _Batch(torch.autograd.Function):
@@ -113,37 +97,31 @@ class _Batch(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, plan: Plan, x: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
-        x_np = x.detach().cpu().numpy().astype(float, copy=False)
-        flat = np.concatenate([w.detach().cpu().numpy().astype(float).reshape(-1) for w in weights]) if weights else np.zeros(0)
-        params = plan.params(x_np, flat)
-        states = initial_states(x_np.shape[0], plan.program.nwires)
+        flat = torch.cat([w.detach().reshape(-1) for w in weights]) if weights else x.new_zeros(0)
+        params = plan.params(_host(x), _host(flat))
+        states = initial_states(x.shape[0], plan.program.nwires)
         kernels.forward(states, plan.program.ops, plan.program.groups, params, plan.program.matrices)
         per_term = np.empty((states.shape[0], len(plan.terms.xmasks)))
         kernels.pauli_expvals(states, plan.terms.xmasks, plan.terms.zmasks, plan.terms.phases, per_term)
         ctx.plan, ctx.states, ctx.params = plan, states, params
-        ctx.shapes = [(w.shape, w.dtype) for w in weights]
-        ctx.x_dtype, ctx.flat_size, ctx.nfeatures = x.dtype, flat.size, x.shape[1]
+        ctx.sizes, ctx.shapes = [w.numel() for w in weights], [w.shape for w in weights]
         return torch.as_tensor(per_term @ np.real(plan.terms.coefs), dtype=x.dtype, device=x.device)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> Any:
-        plan, states = ctx.plan, ctx.states.copy()
-        dy_np = dy.detach().cpu().numpy().astype(float).reshape(-1, 1)
+        plan, states = ctx.plan, ctx.states.copy()  # the adjoint pass consumes its copy (retain_graph works)
         lam = np.empty_like(states)
-        coefs = dy_np * np.real(plan.terms.coefs)
+        coefs = _host(dy).reshape(-1, 1) * np.real(plan.terms.coefs)
         kernels.apply_paulis(states, plan.terms.xmasks, plan.terms.zmasks, plan.terms.phases, coefs, lam)
         grads = np.zeros_like(ctx.params)
         kernels.adjoint(states, lam, plan.program.ops, plan.program.groups, ctx.params, plan.program.matrices, grads)
-        grad_x = np.zeros((states.shape[0], ctx.nfeatures))
-        np.add.at(grad_x.T, plan.input_columns, grads[:, plan.input_slots].T)
-        flat = np.zeros(ctx.flat_size)
-        np.add.at(flat, plan.weight_entries, grads[:, plan.weight_slots].sum(axis=0))
-        out, start = [], 0
-        for shape, dtype in ctx.shapes:
-            size = int(np.prod(shape))
-            out.append(torch.as_tensor(flat[start : start + size].reshape(shape), dtype=dtype, device=dy.device))
-            start += size
-        return (None, torch.as_tensor(grad_x, dtype=ctx.x_dtype, device=dy.device), *out)
+        grad_x = torch.as_tensor(grads @ plan.from_inputs.T, dtype=dy.dtype, device=dy.device)
+        grad_w = torch.as_tensor(grads.sum(axis=0) @ plan.from_weights.T, dtype=dy.dtype, device=dy.device)
+        return (None, grad_x, *(g.reshape(shape) for g, shape in zip(grad_w.split(ctx.sizes), ctx.shapes, strict=True)))
+
+
+def _host(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
 
 
 class TorchLayer(qml.qnn.TorchLayer):
