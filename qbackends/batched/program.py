@@ -144,10 +144,9 @@ def _grouped(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     for row in rows:
         kind, target, controls, _, _, mask = row
         wires = controls | (mask if kind == MULTI_RZ else 1 << target) | (1 << mask if kind == SWAP else 0)
-        last = next((g for g in range(len(groups) - 1, -1, -1) if touched[g] & wires), None)
-        head = groups[last][0] if last is not None else None
-        if kind in SINGLE_QUBIT and head is not None and head[0] in SINGLE_QUBIT and head[1:3] == [target, controls]:
-            groups[last].append(row)
+        last = next((groups[g] for g in range(len(groups) - 1, -1, -1) if touched[g] & wires), None)
+        if kind in SINGLE_QUBIT and last is not None and last[0][0] in SINGLE_QUBIT and last[0][1:3] == [target, controls]:
+            last.append(row)
         else:
             groups.append([row])
             touched.append(wires)

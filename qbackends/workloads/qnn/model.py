@@ -1,0 +1,58 @@
+"""The dressed QNN: Linear(features, nwires) -> (sigmoid(x) - 0.5)·2π -> the quantum layer -> Linear(1, 1).
+
+The quantum layer: AngleEmbedding; two blocks of Rot on every wire and CRot at ranges 1 and 3; a
+final Rot on wire 0; <Z0>. On batched.qubit it runs as one compiled call per minibatch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+RANGES = (1, 3)
+
+
+def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any:
+    """The TorchLayer: AngleEmbedding, two entangling blocks, a final Rot on wire 0, <Z0>."""
+    import pennylane as qml
+
+    wires = list(range(nwires))
+
+    @qml.qnode(device, interface="torch", diff_method=diff_method)
+    def circuit(inputs: Any, block_rot: Any, block_crot: Any, final_rot: Any) -> Any:
+        qml.AngleEmbedding(inputs, wires=wires)
+        for block, distance in enumerate(RANGES):
+            for w in wires:
+                qml.Rot(*block_rot[block, w], wires=w)
+            if nwires > 1:
+                step = distance % nwires or 1
+                for w in wires:
+                    qml.CRot(*block_crot[block, w], wires=[w, (w + step) % nwires])
+        qml.Rot(*final_rot, wires=0)
+        return qml.expval(qml.PauliZ(0))
+
+    shapes = {"block_rot": (len(RANGES), nwires, 3), "block_crot": (len(RANGES), nwires, 3), "final_rot": (3,)}
+    if getattr(device, "name", None) == "qbackends.batched.qubit":  # one compiled call per minibatch
+        from ...batched.layer import TorchLayer
+
+        return TorchLayer(circuit, shapes)
+    return qml.qnn.TorchLayer(circuit, shapes)
+
+
+def build_model(nfeatures: int, nwires: int, device: Any, diff_method: str = "adjoint") -> Any:
+    import torch
+
+    class DressedQNN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pre = torch.nn.Linear(nfeatures, nwires)
+            self.quantum = quantum_layer(nwires, device, diff_method)
+            self.post = torch.nn.Linear(1, 1)
+
+        def encode(self, x: Any) -> Any:
+            return (torch.sigmoid(self.pre(x)) - 0.5) * 2 * math.pi
+
+        def forward(self, x: Any) -> Any:
+            return self.post(self.quantum(self.encode(x)).reshape(-1, 1)).reshape(-1)
+
+    return DressedQNN().double()
