@@ -51,7 +51,6 @@ def _pennylane_step(layer, inputs):
 def _pyqtorch_step(nwires, layer, inputs):
     """The same circuit written for pyqtorch (batched state, torch autograd), the same weights."""
     import pyqtorch as pyq
-    import torch
 
     ops = [pyq.RX(w, f"x{w}") for w in range(nwires)]
     for block, distance in enumerate(qnn.RANGES):
@@ -59,7 +58,9 @@ def _pyqtorch_step(nwires, layer, inputs):
         if nwires > 1:
             step = distance % nwires or 1
             ops += [
-                g(w, (w + step) % nwires, f"c{block}_{w}_{k}") for w in range(nwires) for k, g in enumerate((pyq.CRZ, pyq.CRY, pyq.CRZ))
+                g(w, (w + step) % nwires, f"c{block}_{w}_{k}")
+                for w in range(nwires)
+                for k, g in enumerate((pyq.CRZ, pyq.CRY, pyq.CRZ))
             ]
     ops += [g(0, f"f{k}") for k, g in enumerate((pyq.RZ, pyq.RY, pyq.RZ))]
     circuit, observable = pyq.QuantumCircuit(nwires, ops), pyq.Observable(pyq.Z(0))

@@ -72,6 +72,7 @@ def test_every_declared_gate_on_a_broadcast_batch(name):
 
     grad_x, grad_w = np.zeros_like(x), np.zeros_like(w)
     for b in range(ROWS):
+
         def cost(xb, wb, b=b):
             eb, pb = reference(xb, wb)
             return eb * dy_e[b] + qml.math.sum(pb * dy_p[b])

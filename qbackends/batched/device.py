@@ -67,7 +67,11 @@ class BatchedQubit(Device):
         if config.gradient_method in ("adjoint", "device", "best"):
             # Gradients as VJPs: a broadcast input is a (B,) parameter, which a Jacobian cannot carry.
             return dataclasses.replace(
-                config, gradient_method="adjoint", use_device_gradient=True, use_device_jacobian_product=True, grad_on_execution=False
+                config,
+                gradient_method="adjoint",
+                use_device_gradient=True,
+                use_device_jacobian_product=True,
+                grad_on_execution=False,
             )
         return config
 
