@@ -296,3 +296,16 @@ def test_a_checkpoint_with_wrong_shapes_is_refused_typed(tmp_path):
     torch.save(state, path)
     with pytest.raises(WorkloadInputError, match=r"is corrupt: Error\(s\) in loading state_dict"):
         qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
+    """batched.qubit already runs the whole minibatch in one call: two local workers only split it."""
+    cmd = [sys.executable, "-m", "qbackends.cli", "run", "qnn", "--nwires", "4", "--ndata", "32", "--epochs", "1"]
+    cmd += ["--quiet", "--results-dir", str(tmp_path)]
+    two = subprocess.run([*cmd, "--workers", "2"], capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-2000:]
+    advice = [line for line in two.stderr.splitlines() if "local workers will not train faster" in line]
+    assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1 here" in advice[0]
+    one = subprocess.run([*cmd, "--workers", "1"], capture_output=True, text=True, timeout=300)
+    per_sample = subprocess.run([*cmd, "--workers", "2", "--device", "lightning.qubit"], capture_output=True, text=True, timeout=300)
+    assert "will not train faster" not in one.stderr + per_sample.stderr

@@ -47,6 +47,12 @@ def _share_cores(ctx: Context) -> None:
         mine = cores[ctx.local_rank * per : (ctx.local_rank + 1) * per]
         os.sched_setaffinity(0, mine)
     torch.set_num_threads(per)
+    try:  # batched.qubit's and fused.qubit's kernels: the same share
+        import numba
+
+        numba.set_num_threads(min(per, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
+    except ImportError:
+        pass
 
 
 class _Progress:

@@ -7,6 +7,7 @@ only rank 0 prints, checkpoints and writes results.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -134,7 +135,7 @@ def train(
     import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-    from ...policy import qnn_device
+    from ...policy import qnn_device, workers_advice
 
     config.validate()
     ctx = context or init_distributed()
@@ -165,6 +166,9 @@ def train(
 
     _seed_everything(config.seed)
     qdev, diff_method = qnn_device(device, config.nwires, config.diff_method)
+    advice = workers_advice(qdev.name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
+    if advice and ctx.main:
+        logging.getLogger("qbackends").warning("qbackends: %s", advice)
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=config.gamma)
