@@ -1,7 +1,9 @@
-"""Calibration profiles: time each runnable backend here, and let ``auto`` pick the fastest.
+"""Calibration profiles: time each runnable backend here on a workload's step, and let ``auto`` pick the fastest.
 
-A profile records the versions and hardware it was measured on; one that no longer matches this
-machine is ignored with a warning.
+A profile is of one kind of circuit (``qaoa``: a diagonal-heavy QAOA gradient, also the yardstick of
+generic ``auto``; ``qnn``: a small batched QML step), timed on the step the workload hands over
+(``qbackends.policy.KINDS``). It records the versions and hardware it was measured on; one that no
+longer matches this machine is ignored with a warning.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ DEFAULT_SIZES = (12, 16, 20)
 SCHEMA = 1
 
 
-def profile_path() -> Path:
-    """``$QBACKENDS_PROFILE``, else the user's cache directory."""
+def profile_path(kind: str = "qaoa") -> Path:
+    """``$QBACKENDS_PROFILE``, else the user's cache directory; another kind than qaoa beside it
+    (``profile-qnn.json``)."""
     if os.environ.get(PROFILE_ENV):
-        return Path(os.environ[PROFILE_ENV])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "qbackends" / "profile.json"
+        base = Path(os.environ[PROFILE_ENV])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "qbackends" / "profile.json"
+    return base if kind == "qaoa" else base.with_name(f"{base.stem}-{kind}{base.suffix}")
 
 
 def fingerprint(facts: MachineFacts) -> dict[str, Any]:
@@ -60,13 +64,14 @@ def _cpu_model() -> str:
 
 @dataclass
 class Profile:
-    """Seconds per QAOA value+gradient step, per backend key and wire count."""
+    """Seconds per step of one kind of workload, per backend key and wire count."""
 
     fingerprint: dict[str, Any]
     seconds: dict[str, dict[int, float]] = field(default_factory=dict)
     workload: str = "QAOA MaxCut p=2 value+adjoint gradient, gnm_random_graph(n, 1.5n, seed=1967)"
     measured: str = ""
     schema: int = SCHEMA
+    kind: str = "qaoa"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -77,7 +82,12 @@ class Profile:
     def from_json(cls, data: Mapping[str, Any]) -> Profile:
         seconds = {b: {int(n): float(s) for n, s in sizes.items()} for b, sizes in data["seconds"].items()}
         return cls(
-            dict(data["fingerprint"]), seconds, data.get("workload", ""), data.get("measured", ""), int(data.get("schema", 0))
+            dict(data["fingerprint"]),
+            seconds,
+            data.get("workload", ""),
+            data.get("measured", ""),
+            int(data.get("schema", 0)),
+            str(data.get("kind", "qaoa")),
         )
 
     def predict(self, backend: str, wires: int) -> float | None:
@@ -102,9 +112,9 @@ class Profile:
         return math.exp(math.log(s0) + slope * (wires - n0))
 
 
-def load_profile(facts: MachineFacts, path: Path | None = None) -> Profile | None:
-    """The saved profile, if there is one and it was measured on this machine as it is now."""
-    path = path or profile_path()
+def load_profile(facts: MachineFacts, path: Path | None = None, kind: str = "qaoa") -> Profile | None:
+    """The saved profile of ``kind``, if there is one and it was measured on this machine as it is now."""
+    path = path or profile_path(kind)
     if not path.exists():
         return None
     try:
@@ -123,6 +133,9 @@ def load_profile(facts: MachineFacts, path: Path | None = None) -> Profile | Non
         )
         return None
     current = fingerprint(facts)
+    if profile.kind != kind:
+        log.warning("qbackends: ignoring calibration profile %s: it times %s, not %s.", path, profile.kind, kind)
+        return None
     if profile.schema != SCHEMA or profile.fingerprint != current:
         changed = sorted(k for k in current if profile.fingerprint.get(k) != current[k]) or ["schema"]
         log.warning(
@@ -143,48 +156,39 @@ def fastest(profile: Profile, candidates: Iterable[Backend], wires: int) -> Back
 def calibrate(
     backends: Iterable[Backend],
     facts: MachineFacts,
-    sizes: Iterable[int] = DEFAULT_SIZES,
+    step: Callable[[str, int], Callable[[], Any]],
+    sizes: Iterable[int],
     repeats: int = 3,
+    kind: str = "qaoa",
+    workload: str = "",
     on_result: Callable[[str, int, float], None] | None = None,
 ) -> Profile:
-    """Time a QAOA value+gradient step on each backend at each size (median of ``repeats``)."""
-    from .device import get_device
-    from .errors import QBackendsError
-    from .workloads import qaoa
+    """Time ``step(device_string, wires)()`` on each backend at each size (median of ``repeats``).
 
-    profile = Profile(fingerprint(facts), measured=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    ``step`` builds the workload's step (it raises a QBackendsError for a size a backend cannot
+    take, which is skipped with a warning); its first call, compiling and allocating, is not timed.
+    """
+    from .errors import QBackendsError
+
+    profile = Profile(fingerprint(facts), measured=time.strftime("%Y-%m-%dT%H:%M:%S"), kind=kind, workload=workload or kind)
     for backend in backends:
         for n in sizes:
-            graph = qaoa.random_graph(n, int(1.5 * n), 1967)
             try:
-                device = get_device(backend.device_string, wires=n)
+                run = step(backend.device_string, n)
             except QBackendsError as exc:  # e.g. the memory guard: this size is not for this backend
                 log.warning("qbackends: calibration skips %s at %d qubits: %s", backend.device_string, n, exc.one_line())
                 continue
-            step = _qaoa_step(device, graph)
-            step()  # warm up: compile, allocate
+            run()
             times = []
             for _ in range(repeats):
                 start = time.perf_counter()
-                step()
+                run()
                 times.append(time.perf_counter() - start)
             seconds = sorted(times)[len(times) // 2]
             profile.seconds.setdefault(backend.key, {})[n] = seconds
             if on_result is not None:
                 on_result(backend.key, n, seconds)
     return profile
-
-
-def _qaoa_step(device: Any, graph: Any) -> Callable[[], Any]:
-    import numpy as np
-    import pennylane as qml
-    from autograd import value_and_grad
-
-    from .workloads import qaoa
-
-    run = value_and_grad(qaoa.energy_function(device, graph, 2))
-    params = qml.numpy.array(np.full((2, 2), 0.3), requires_grad=True)
-    return lambda: run(params)
 
 
 def save_profile(profile: Profile, path: Path | None = None) -> Path:

@@ -169,27 +169,40 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from . import calibration
+    from . import calibration, policy
 
-    registry = get_registry()
-    facts = facts_for(registry)
-    backends = [b for b in registry.backends.values() if b.preference >= 0 and capabilities.evaluate(b, facts).ok]
+    kind = policy.KINDS[args.workload]
+    backends = policy.calibration_candidates(args.workload)
     if args.backends:
-        wanted = {devicestring.parse(s) for s in args.backends.split(",")}
-        backends = [registry.lookup(w) for w in wanted]
+        registry = get_registry()
+        backends = [registry.lookup(w) for w in {devicestring.parse(s) for s in args.backends.split(",")}]
     from .workloads.commands import int_list
 
-    sizes = int_list(args.sizes, "--sizes", "12,16,20")
-    target = Path(args.output) if args.output else calibration.profile_path()
+    default_sizes = ",".join(map(str, kind.sizes))
+    sizes = int_list(args.sizes or default_sizes, "--sizes", default_sizes)
+    target = Path(args.output) if args.output else calibration.profile_path(args.workload)
     from .storage import exclusive
 
     with exclusive(target.with_name(target.name + ".lock"), f"Calibration profile {str(target)!r}"):
         profile = calibration.calibrate(
-            backends, facts, sizes, args.repeats, on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s")
+            backends,
+            facts_for(get_registry()),
+            policy.calibration_step(args.workload),
+            sizes,
+            args.repeats,
+            kind=args.workload,
+            workload=kind.description,
+            on_result=lambda b, n, s: print(f"{b:<32} {n:>3} qubits  {s:.4f} s"),
         )
         path = calibration.save_profile(profile, target)
     print(f"profile: {path}")
     return 0
+
+
+def policy_kinds() -> list[str]:
+    from .policy import KINDS
+
+    return list(KINDS)
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
@@ -235,14 +248,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", default=None, metavar="out.png", help="also draw the table as a PNG")
     p.set_defaults(func=cmd_bench_report)
 
-    p = sub.add_parser("calibrate", help="time the runnable backends here; `auto` then picks the fastest")
-    p.add_argument("--sizes", default="12,16,20", help="comma-separated qubit counts")
+    p = sub.add_parser("calibrate", help="time the runnable backends here on a workload's step; `auto` then picks the fastest")
+    p.add_argument(
+        "--workload",
+        choices=sorted(policy_kinds()),
+        default="qaoa",
+        help="the kind of circuit timed: qaoa (a QAOA gradient; generic auto follows it too) or qnn (a batched QML step)",
+    )
+    p.add_argument("--sizes", default=None, help="comma-separated qubit counts (default: 12,16,20 for qaoa, 4,8,12,16 for qnn)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per size (the median is kept)")
     p.add_argument(
-        "--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose)"
+        "--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose for it)"
     )
     p.add_argument(
-        "--output", default=None, help="profile path (default: QBACKENDS_PROFILE, else ~/.cache/qbackends/profile.json)"
+        "--output",
+        default=None,
+        help="profile path (default: QBACKENDS_PROFILE, else ~/.cache/qbackends/profile.json; profile-qnn.json beside it for qnn)",
     )
     p.set_defaults(func=cmd_calibrate)
 

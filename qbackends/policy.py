@@ -8,7 +8,9 @@ minibatch as one call; per-sample adjoint runs are all overhead). Each workload 
 
 from __future__ import annotations
 
+import importlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("qbackends")
@@ -31,6 +33,64 @@ BATCHED_MAX_WIRES = 20
 BATCHED_BACKPROP_MAX_WIRES = 16
 
 
+@dataclass(frozen=True)
+class Kind:
+    """A kind of circuit a workload runs: the step ``qbackends calibrate`` times for it (the
+    workload module's ``calibration_step(device_string, wires)``), its sizes, and its own backend."""
+
+    description: str
+    module: str
+    sizes: tuple[int, ...]
+    own_backend: str
+
+
+KINDS = {
+    "qaoa": Kind(
+        "QAOA MaxCut p=2 value+adjoint gradient, gnm_random_graph(n, 1.5n, seed=1967)",
+        "qbackends.workloads.qaoa",
+        (12, 16, 20),
+        FUSED,
+    ),
+    "qnn": Kind("dressed-QNN quantum layer, a batch of 16, forward+backward", "qbackends.workloads.qnn", (4, 8, 12, 16), BATCHED),
+}
+
+
+def calibration_step(kind: str) -> Any:
+    """``step(device_string, wires) -> run()`` of the workload of ``kind``."""
+    return importlib.import_module(KINDS[kind].module).calibration_step
+
+
+def calibration_candidates(kind: str) -> list[Any]:
+    """The runnable backends ``auto`` may choose for ``kind``: generic auto's, and the workload's own."""
+    from . import capabilities
+    from .device import facts_for
+    from .registry import get_registry
+
+    registry = get_registry()
+    facts = facts_for(registry)
+    own = registry.backends.get(KINDS[kind].own_backend.removeprefix("local:"))
+    backends = [b for b in registry.backends.values() if b.preference >= 0 or b is own]
+    return [b for b in backends if capabilities.evaluate(b, facts).ok]
+
+
+def profile_choice(kind: str, wires: int) -> str | None:
+    """The device string a calibration profile of ``kind`` measured fastest at ``wires`` (None: no profile)."""
+    from . import calibration
+    from .device import facts_for
+    from .registry import get_registry
+
+    profile = calibration.load_profile(facts_for(get_registry()), kind=kind)
+    best = calibration.fastest(profile, calibration_candidates(kind), wires) if profile is not None else None
+    return best.device_string if best is not None else None
+
+
+def qnn_diff_method(device_string: str) -> str:
+    """How the QNN differentiates on a backend ``auto`` may choose: backprop on default.qubit, else adjoint."""
+    from .devicestring import parse
+
+    return "backprop" if parse(device_string).simulator == "default.qubit" else "adjoint"
+
+
 def _resolve(spec: str | None) -> tuple[str, bool]:
     from .device import device_string_from_env
     from .devicestring import parse
@@ -50,8 +110,9 @@ def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
 
 
 def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
-    """``get_device``, except that ``auto`` takes fused.qubit whenever it finishes this QAOA run sooner,
-    its one-time kernel compilation included; either way the one-time cost is said on stderr."""
+    """``get_device``, except that ``auto`` takes the fastest backend of a ``qaoa`` calibration profile of
+    this machine, else fused.qubit whenever it finishes this QAOA run sooner, its one-time kernel
+    compilation included; either way the one-time cost is said on stderr."""
     from .device import get_device
     from .devicestring import parse
     from .errors import BackendUnavailableError, InsufficientMemoryError
@@ -59,6 +120,9 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
 
     resolved, is_auto = _resolve(spec)
     auto = is_auto and diff_method in ("adjoint", "best")
+    measured = profile_choice("qaoa", wires) if auto else None
+    if measured is not None:
+        return get_device(measured, wires=wires, diff_method=diff_method)
     if auto or parse(resolved).simulator in ("fused.qubit", "qbackends.fused.qubit"):
         cold = not warmup.compiled()
         if auto and cold and not fused_pays_off(wires, layers, iterations):
@@ -84,7 +148,7 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
 
 def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:
     """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default
-    adjoint or best), batched.qubit up to ``BATCHED_MAX_WIRES``, else default.qubit with backprop
+    adjoint or best), the fastest backend of a ``qnn`` calibration profile of this machine, else batched.qubit up to ``BATCHED_MAX_WIRES``, else default.qubit with backprop
     up to ``BATCHED_BACKPROP_MAX_WIRES`` (the whole batch as one broadcast state); otherwise what
     was asked for."""
     from .device import get_device
@@ -92,6 +156,9 @@ def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str
 
     resolved, is_auto = _resolve(spec)
     if is_auto and diff_method in ("adjoint", "best"):
+        measured = profile_choice("qnn", wires)
+        if measured is not None:
+            return get_device(measured, wires=wires, diff_method=qnn_diff_method(measured)), qnn_diff_method(measured)
         choices = [(BATCHED, "adjoint", BATCHED_MAX_WIRES), (DEFAULT_QUBIT, "backprop", BATCHED_BACKPROP_MAX_WIRES)]
         for string, method, max_wires in choices:
             if wires <= max_wires:

@@ -9,7 +9,7 @@ import pytest
 from conftest import recorded_facts
 
 import qbackends
-from qbackends import calibration, get_registry
+from qbackends import calibration, get_registry, policy
 
 
 def _profile(facts, seconds):
@@ -57,8 +57,8 @@ def test_calibrate_measures_and_round_trips(tmp_path):
     registry = get_registry()
     backend = registry.backends["pennylane/lightning.qubit"]
     facts = qbackends.device.facts_for(registry)
-    profile = calibration.calibrate([backend], facts, sizes=(4, 6), repeats=1)
-    assert set(profile.seconds["pennylane/lightning.qubit"]) == {4, 6}
+    profile = calibration.calibrate([backend], facts, policy.calibration_step("qaoa"), sizes=(4, 6), repeats=1)
+    assert set(profile.seconds["pennylane/lightning.qubit"]) == {4, 6} and profile.kind == "qaoa"
     assert all(s > 0 for s in profile.seconds["pennylane/lightning.qubit"].values())
     path = calibration.save_profile(profile, tmp_path / "p.json")
     loaded = calibration.load_profile(facts, path)
@@ -92,3 +92,28 @@ def test_a_profile_that_cannot_be_written_is_a_typed_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(WorkloadInputError, match="cannot be written to .*pass --output PATH"):
         calibration.save_profile(calibration.Profile({}, {}), blocker / "profile.json")
+
+
+def test_each_workload_follows_the_profile_of_its_kind(tmp_path, monkeypatch, caplog):
+    """`qbackends calibrate --workload qnn` times the QNN's own step; its profile (beside the QAOA one)
+    steers the QNN's auto and nothing else; a profile of another kind is not taken for it."""
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
+    registry = get_registry()
+    facts = qbackends.device.facts_for(registry)
+    backends = [registry.backends["pennylane/default.qubit"], registry.backends["qbackends/batched.qubit"]]
+    measured = calibration.calibrate(backends, facts, policy.calibration_step("qnn"), sizes=(3,), repeats=1, kind="qnn")
+    assert measured.seconds["qbackends/batched.qubit"][3] < measured.seconds["pennylane/default.qubit"][3]
+    assert calibration.save_profile(measured, calibration.profile_path("qnn")) == tmp_path / "profile-qnn.json"
+
+    slow_batched = {"pennylane/default.qubit": {4: 0.01}, "qbackends/batched.qubit": {4: 0.02}}
+    calibration.save_profile(
+        calibration.Profile(calibration.fingerprint(facts), slow_batched, kind="qnn"), calibration.profile_path("qnn")
+    )
+    device, method = policy.qnn_device("auto", 4, "adjoint")
+    assert (device.name, method) == ("default.qubit", "backprop")
+    assert policy.qaoa_device("auto", 4, "adjoint").name != "default.qubit"  # no qaoa profile: the QAOA rule
+
+    (tmp_path / "profile.json").write_text((tmp_path / "profile-qnn.json").read_text())  # a qnn profile where qaoa's goes
+    with caplog.at_level(logging.WARNING, logger="qbackends"):
+        assert calibration.load_profile(facts, kind="qaoa") is None
+    assert "it times qnn, not qaoa" in caplog.text

@@ -307,5 +307,7 @@ def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
     advice = [line for line in two.stderr.splitlines() if "local workers will not train faster" in line]
     assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1 here" in advice[0]
     one = subprocess.run([*cmd, "--workers", "1"], capture_output=True, text=True, timeout=300)
-    per_sample = subprocess.run([*cmd, "--workers", "2", "--device", "lightning.qubit"], capture_output=True, text=True, timeout=300)
+    per_sample = subprocess.run(
+        [*cmd, "--workers", "2", "--device", "lightning.qubit"], capture_output=True, text=True, timeout=300
+    )
     assert "will not train faster" not in one.stderr + per_sample.stderr

@@ -168,6 +168,19 @@ def zz_hamiltonian(graph: Graph) -> Any:
         return qml.Hamiltonian([0.5 * w for *_, w in graph.edges], [qml.PauliZ(u) @ qml.PauliZ(v) for u, v, _ in graph.edges])
 
 
+def calibration_step(device_string: str, wires: int) -> Callable[[], Any]:
+    """One p=2 value + adjoint gradient on gnm(n, 1.5n, seed=1967): what ``qbackends calibrate`` times for QAOA."""
+    import pennylane as qml
+    from autograd import value_and_grad
+
+    from ..device import get_device
+
+    graph = random_graph(wires, int(1.5 * wires), 1967)
+    run = value_and_grad(energy_function(get_device(device_string, wires=wires), graph, 2))
+    params = qml.numpy.array(np.full((2, 2), 0.3), requires_grad=True)
+    return lambda: run(params)
+
+
 def energy_function(device: Any, graph: Graph, layers: int, formulation: str = "fast", diff_method: str = "adjoint") -> Any:
     """⟨H_C⟩ as a differentiable function of params[2, layers] on ``device``.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .checkpoint import FILE as CHECKPOINT_FILE
 from .launch import launch, main, worker
-from .model import RANGES, build_model, quantum_layer
+from .model import RANGES, build_model, calibration_step, quantum_layer
 from .training import PHASES, RESULTS_FILE, Config, Context, evaluate, init_distributed, train
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "Config",
     "Context",
     "build_model",
+    "calibration_step",
     "evaluate",
     "init_distributed",
     "launch",

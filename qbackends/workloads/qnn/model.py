@@ -56,3 +56,21 @@ def build_model(nfeatures: int, nwires: int, device: Any, diff_method: str = "ad
             return self.post(self.quantum(self.encode(x)).reshape(-1, 1)).reshape(-1)
 
     return DressedQNN().double()
+
+
+def calibration_step(device_string: str, wires: int) -> Any:
+    """The quantum layer on a batch of 16, forward and backward: what ``qbackends calibrate --workload qnn`` times."""
+    import torch
+
+    from ...device import get_device
+    from ...policy import qnn_diff_method
+
+    method = qnn_diff_method(device_string)
+    layer = quantum_layer(wires, get_device(device_string, wires=wires, diff_method=method), method).double()
+    inputs = torch.rand(16, wires, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
+
+    def step() -> None:
+        x = inputs.clone().requires_grad_(True)
+        layer(x).sum().backward()
+
+    return step
