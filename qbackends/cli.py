@@ -68,6 +68,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from .device import wire_count
+    from .policy import auto_role
 
     wire_count(args.wires)  # typed error for a negative or huge count, before any size arithmetic
     registry = get_registry()
@@ -91,6 +92,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         "bytes_needed": need,
         "fits": fits,
         "rules": list(rules),
+        "auto": auto_role(backend),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -118,6 +120,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         ("native operations", f"{len(ops.native)} ({ops.source})"),
         ("adjoint cannot differentiate", ", ".join(sorted(set(ops.native) - set(ops.adjoint_differentiable))) or "-"),
         ("decomposition rules", "; ".join(rules) or "-"),
+        ("auto takes it", auto_role(backend)),
     ]
     print(_table(rows, ("probe", args.spec)))
     return 0 if caps.ok and fits is not False else 1

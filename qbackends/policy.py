@@ -55,6 +55,29 @@ KINDS = {
 }
 
 
+# Why auto takes each of qbackends' own backends where it does (``qbackends probe`` shows it).
+ROLES = {
+    "qbackends/fused.qubit": (
+        "for QAOA gradients (diagonal-heavy) once its kernels are compiled; never for general circuits such as "
+        "the QNN layer, where it runs a gate at a time and is 3-7x slower than lightning.qubit"
+    ),
+    "qbackends/batched.qubit": (
+        f"for the QNN's minibatches up to {BATCHED_MAX_WIRES} wires (the whole batch in one call); not for generic "
+        "auto, where a circuit without a broadcast batch gains nothing from it"
+    ),
+}
+
+
+def auto_role(backend: Any) -> str:
+    """When ``auto`` takes ``backend``, in one line."""
+    if backend.key in ROLES:
+        return ROLES[backend.key]
+    if backend.preference < 0:
+        return "never: only when asked for by name"
+    start = f" from {backend.min_auto_wires} wires" if backend.min_auto_wires else ""
+    return f"generic auto{start}, by calibration profile or else preference {backend.preference}"
+
+
 def calibration_step(kind: str) -> Any:
     """``step(device_string, wires) -> run()`` of the workload of ``kind``."""
     return importlib.import_module(KINDS[kind].module).calibration_step

@@ -57,3 +57,12 @@ def test_errors_are_one_line(args, start):
     lines = [line for line in out.stderr.splitlines() if line.startswith("qbackends:")]
     assert len(lines) == 1 and lines[0].startswith(start), out.stderr
     assert "Traceback" not in out.stderr and "Fix:" in lines[0]
+
+
+def test_probe_says_when_auto_takes_a_backend():
+    fused = json.loads(cli("probe", "local:qbackends/fused.qubit", "--json").stdout)
+    assert "never for general circuits such as the QNN layer" in fused["auto"]
+    batched = json.loads(cli("probe", "local:qbackends/batched.qubit", "--json").stdout)
+    assert batched["auto"].startswith("for the QNN's minibatches up to 20 wires")
+    kokkos = cli("probe", "local:pennylane/lightning.kokkos").stdout
+    assert "generic auto from 16 wires, by calibration profile or else preference 30" in kokkos
