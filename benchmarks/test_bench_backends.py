@@ -29,7 +29,7 @@ SIZES = [
 def _backends() -> list:
     registry = get_registry()
     facts = facts_for(registry)
-    params = [pytest.param("auto", id="auto")]
+    params = [pytest.param("auto", id="auto"), pytest.param("auto: QAOA workload", id="auto-qaoa-workload")]
     for backend in sorted(registry.backends.values(), key=lambda b: b.key):
         if backend.provider == "fixture":
             continue
@@ -48,6 +48,10 @@ def _backends() -> list:
 
 
 def _device(backend: str, nodes: int):
+    if backend == "auto: QAOA workload":  # what `qbackends run qaoa` takes under auto (policy.qaoa_device)
+        from qbackends import policy
+
+        return policy.qaoa_device("auto", nodes, "adjoint")
     if backend == "qiskit.aer":  # a peer without a qbackends plugin: through PennyLane directly
         return qml.device("qiskit.aer", wires=nodes)
     try:

@@ -22,6 +22,9 @@ DEFAULT_QUBIT = "local:pennylane/default.qubit"
 # Seconds per amplitude of one p=2 value+gradient step, measured on the 2-core CI machine
 # (gnm(22, 33), p=2: lightning.qubit 10.65 s, fused.qubit 1.16 s); a step scales with 2^n and p.
 LIGHTNING_SECONDS_PER_AMPLITUDE = 10.65 / 2**22
+# Below this size a QAOA step is all per-gate overhead, where lightning.qubit wins (interleaved medians,
+# ms: 12 qubits fused 11.8 / lightning 8.7; 14: 15.2 / 15.1; 16: 26.6 / 45.2).
+FUSED_MIN_WIRES = 15
 FUSED_SECONDS_PER_AMPLITUDE = 1.16 / 2**22
 
 # The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians, see
@@ -134,8 +137,8 @@ def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
 
 def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
     """``get_device``, except that ``auto`` takes the fastest backend of a ``qaoa`` calibration profile of
-    this machine, else fused.qubit whenever it finishes this QAOA run sooner, its one-time kernel
-    compilation included; either way the one-time cost is said on stderr."""
+    this machine, else from ``FUSED_MIN_WIRES`` fused.qubit whenever it finishes this QAOA run sooner, its
+    one-time kernel compilation included; either way the one-time cost is said on stderr."""
     from .device import get_device
     from .devicestring import parse
     from .errors import BackendUnavailableError, InsufficientMemoryError
@@ -146,6 +149,8 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
     measured = profile_choice("qaoa", wires) if auto else None
     if measured is not None:
         return get_device(measured, wires=wires, diff_method=diff_method)
+    if auto and wires < FUSED_MIN_WIRES:
+        return get_device(resolved, wires=wires, diff_method=diff_method)
     if auto or parse(resolved).simulator in ("fused.qubit", "qbackends.fused.qubit"):
         cold = not warmup.compiled()
         if auto and cold and not fused_pays_off(wires, layers, iterations):

@@ -253,14 +253,16 @@ def test_auto_weighs_the_one_time_kernel_compilation(monkeypatch, tmp_path, capl
     assert not policy.fused_pays_off(18, 2, 20)  # the default run: ~6 s saved < 15 s of compiling
     assert policy.fused_pays_off(22, 2, 20) and policy.fused_pays_off(18, 2, 200)
     with caplog.at_level("WARNING", logger="qbackends"):
-        device = qaoa.workload_device("auto", 6, "adjoint", layers=2, iterations=20)
+        device = qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=20)
     assert device.name != "qbackends.fused.qubit"
     assert "fused.qubit's kernels are not compiled yet" in caplog.text and "qbackends warmup" in caplog.text
     caplog.clear()
     warmup.mark_compiled()
     assert warmup.compiled() and policy.fused_pays_off(6, 1, 1)
-    assert qaoa.workload_device("auto", 6, "adjoint", layers=2, iterations=20).name == "qbackends.fused.qubit"
+    assert qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=20).name == "qbackends.fused.qubit"
     assert "compiling" not in caplog.text
+    # below FUSED_MIN_WIRES a step is all per-gate overhead, where lightning.qubit is faster
+    assert qaoa.workload_device("auto", policy.FUSED_MIN_WIRES - 1, "adjoint", layers=2, iterations=2000).name == "lightning.qubit"
 
 
 def test_resume_under_auto_continues_on_the_checkpoints_device(tmp_path):
