@@ -5,7 +5,9 @@ from __future__ import annotations
 import statistics
 import time
 
+import numpy as np
 import pytest
+import torch
 from conftest import record_seconds
 
 from qbackends.workloads import qnn
@@ -82,7 +84,61 @@ def _pyqtorch_step(nwires, layer, inputs):
     return step
 
 
-PATHS = ["lightning.qubit adjoint (per sample)", "default.qubit backprop (broadcast)", "auto: batched.qubit", "pyqtorch"]
+def _tensorcircuit_step(nwires, layer, inputs):
+    """The same circuit on tensorcircuit-ng with jax: vmap over the batch, value_and_grad, jit (compiled here, untimed)."""
+    import jax
+    import jax.numpy as jnp
+    import tensorcircuit as tc
+
+    jax.config.update("jax_enable_x64", True)
+    backend = tc.set_backend("jax")
+    tc.set_dtype("complex128")
+
+    def sample(x, block_rot, block_crot, final_rot):
+        c = tc.Circuit(nwires)
+        for w in range(nwires):
+            c.rx(w, theta=x[w])
+        for block, distance in enumerate(qnn.RANGES):
+            for w in range(nwires):
+                c.rz(w, theta=block_rot[block, w, 0])
+                c.ry(w, theta=block_rot[block, w, 1])
+                c.rz(w, theta=block_rot[block, w, 2])
+            if nwires > 1:
+                step = distance % nwires or 1
+                for w in range(nwires):
+                    target = (w + step) % nwires
+                    c.crz(w, target, theta=block_crot[block, w, 0])
+                    c.cry(w, target, theta=block_crot[block, w, 1])
+                    c.crz(w, target, theta=block_crot[block, w, 2])
+        c.rz(0, theta=final_rot[0])
+        c.ry(0, theta=final_rot[1])
+        c.rz(0, theta=final_rot[2])
+        return backend.real(c.expectation_ps(z=[0]))
+
+    batch = jax.vmap(sample, in_axes=(0, None, None, None))
+
+    @jax.jit
+    def forward_backward(x, *w):  # values of the batch, and the gradients of their sum
+        values, pullback = jax.vjp(batch, x, *w)
+        return values, pullback(jnp.ones_like(values))
+
+    weights = [jnp.asarray(layer.qnode_weights[k].detach().numpy()) for k in ("block_rot", "block_crot", "final_rot")]
+    x = jnp.asarray(inputs.numpy())
+
+    def step():
+        values, grads = jax.block_until_ready(forward_backward(x, *weights))
+        return torch.as_tensor(np.asarray(values))
+
+    return step
+
+
+PATHS = [
+    "lightning.qubit adjoint (per sample)",
+    "default.qubit backprop (broadcast)",
+    "auto: batched.qubit",
+    "pyqtorch",
+    "tensorcircuit-ng (jax, vmap+jit)",
+]
 
 
 @pytest.mark.parametrize("nwires", [4, 8, 12, 16])
@@ -109,10 +165,11 @@ def test_qnn_layer_batch_step(benchmark, nwires):
     for name, layer in layers.items():
         layer.load_state_dict(reference.state_dict())
         steps[name] = _pennylane_step(layer.double(), inputs)
-    try:
-        steps[PATHS[3]] = _pyqtorch_step(nwires, reference, inputs)
-    except ImportError:
-        pass
+    for name, make in ((PATHS[3], _pyqtorch_step), (PATHS[4], _tensorcircuit_step)):
+        try:  # the QML simulators that install beside torch 2.13.0, where they are installed
+            steps[name] = make(nwires, reference, inputs)
+        except ImportError:
+            pass
     expected = steps[PATHS[1]]()
     for name, step in steps.items():
         assert torch.allclose(step(), expected, atol=1e-10, rtol=0), name  # also warms up (compiles) every path
