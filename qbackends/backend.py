@@ -37,6 +37,8 @@ class Backend:
             more than ``qml.device(device_name, ...)``.
         options: the device options ``get_device`` accepts, for a device whose constructor takes
             ``**kwargs`` (its signature then says nothing); None: read them from the signature.
+        needs_shots: True for a sampling-only device (no analytic results): ``get_device`` asks
+            for ``shots``, ``auto`` never takes it, and tests compare it with statistical tolerances.
     """
 
     provider: str
@@ -53,6 +55,7 @@ class Backend:
     extra: str | None = None
     create: Callable[..., Any] | None = field(default=None, compare=False)
     options: tuple[str, ...] | None = None
+    needs_shots: bool = False
 
     @property
     def key(self) -> str:

@@ -114,7 +114,7 @@ def auto_order(registry: Registry, facts: probe.MachineFacts, wires: int | None)
     predicted backend at this size comes first; otherwise, and after it, the documented preference
     (GPUs only from their ``min_auto_wires``).
     """
-    eligible = [b for b in registry.backends.values() if b.preference >= 0]
+    eligible = [b for b in registry.backends.values() if b.preference >= 0 and not b.needs_shots]
     size = wires or 0
     eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
     from . import calibration
@@ -364,6 +364,11 @@ def get_device(
             ignore_memory=ignore_memory,
             registry=registry,
         )
+        if choice.backend.needs_shots and not options.get("shots"):
+            raise UnsupportedOptionError(
+                f"{choice.backend.device_string} samples only: it gives no analytic results, and no shots were given.",
+                f"pass shots=N, e.g. get_device({choice.backend.device_string!r}, wires={wires!r}, shots=10000).",
+            )
         if options.get("mpi") and choice.backend.device_name in probe.MPI_OPS_MODULES:  # others refuse the option by name
             ok, reason = probe.mpi_support(choice.backend.device_name)
             if not ok:

@@ -95,7 +95,7 @@ def calibration_candidates(kind: str) -> list[Any]:
     registry = get_registry()
     facts = facts_for(registry)
     own = registry.backends.get(KINDS[kind].own_backend.removeprefix("local:"))
-    backends = [b for b in registry.backends.values() if b.preference >= 0 or b is own]
+    backends = [b for b in registry.backends.values() if (b.preference >= 0 or b is own) and not b.needs_shots]
     return [b for b in backends if capabilities.evaluate(b, facts).ok]
 
 

@@ -26,7 +26,8 @@ FD_STEP = 1e-3
 def _runnable():
     registry = get_registry()
     facts = facts_for(registry)
-    return [b for b in registry.backends.values() if b.provider != "fixture" and capabilities.evaluate(b, facts).ok], facts
+    runnable = [b for b in registry.backends.values() if b.provider != "fixture" and not b.needs_shots]
+    return [b for b in runnable if capabilities.evaluate(b, facts).ok], facts
 
 
 BACKENDS, FACTS = _runnable()

@@ -262,7 +262,9 @@ def test_auto_weighs_the_one_time_kernel_compilation(monkeypatch, tmp_path, capl
     assert qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=20).name == "qbackends.fused.qubit"
     assert "compiling" not in caplog.text
     # below FUSED_MIN_WIRES a step is all per-gate overhead, where lightning.qubit is faster
-    assert qaoa.workload_device("auto", policy.FUSED_MIN_WIRES - 1, "adjoint", layers=2, iterations=2000).name == "lightning.qubit"
+    assert (
+        qaoa.workload_device("auto", policy.FUSED_MIN_WIRES - 1, "adjoint", layers=2, iterations=2000).name == "lightning.qubit"
+    )
 
 
 def test_resume_under_auto_continues_on_the_checkpoints_device(tmp_path):

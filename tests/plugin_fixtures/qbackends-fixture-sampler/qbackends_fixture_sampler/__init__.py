@@ -1,0 +1,26 @@
+"""A sampling-only backend (default.qubit, declared ``needs_shots``), and one whose factory takes
+``**options`` without declaring them (the kit's unknown-option check must fail it)."""
+
+from qbackends import Backend, hookimpl
+
+
+def _lenient(wires, **options):
+    import pennylane as qml
+
+    return qml.device("default.qubit", wires=wires)
+
+
+@hookimpl
+def register_backends(register):
+    register(
+        Backend(
+            "fixture",
+            "sampler.qubit",
+            "default.qubit",
+            "pennylane",
+            preference=50,
+            needs_shots=True,
+            description="fixture: samples",
+        )
+    )
+    register(Backend("fixture", "lenient.qubit", "lenient", "pennylane", preference=-1, create=_lenient))
