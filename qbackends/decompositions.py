@@ -377,6 +377,12 @@ def _with_rules(device_class: Any) -> type:
         pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
         return pipeline
 
+    def preprocess(self: Any, execution_config: Any = None) -> Any:  # devices written against the older hook
+        pipeline, config = device_class.preprocess(self, execution_config)
+        kwargs = {"ruleset": self.qbackends_rules, "adjoint": _is_adjoint(config)}
+        pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
+        return pipeline, config
+
     def supports_derivatives(self: Any, execution_config: Any = None, circuit: Any = None) -> Any:
         # Judge the circuit the device will run: with the rules applied (cheap, and it spares
         # the device decomposing e.g. CRot itself just to check).
@@ -395,8 +401,12 @@ def _with_rules(device_class: Any) -> type:
     def compute_derivatives(self: Any, circuits: Any, execution_config: Any = None) -> Any:
         return _float64(device_class.compute_derivatives(self, circuits, execution_config))
 
+    from pennylane.devices import Device
+
+    # A device overrides either preprocess or preprocess_transforms (PennyLane refuses both): wrap that one.
+    legacy = device_class.preprocess is not Device.preprocess
     namespace = {
-        "preprocess_transforms": preprocess_transforms,
+        ("preprocess" if legacy else "preprocess_transforms"): preprocess if legacy else preprocess_transforms,
         "supports_derivatives": supports_derivatives,
         "execute": execute,
         "execute_and_compute_derivatives": execute_and_compute_derivatives,

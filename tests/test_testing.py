@@ -86,3 +86,12 @@ def test_a_memory_figure_below_the_measured_peak_fails_with_the_figure_to_declar
     detail = _failed(report)["memory guard at 18 wires"]
     assert detail.startswith("an adjoint gradient at 18 wires peaked at 5.0 state vectors; the backend declares state_copies=2.0")
     assert re.search(r"Fix: declare state_copies=5(\.\d)?\.$", detail)
+
+
+def test_a_device_with_the_older_preprocess_hook_gets_its_rules_and_conforms():
+    """default.mixed implements preprocess(), not preprocess_transforms(): get_device once failed to
+    build it ("should implement either preprocess or ... but not both"); a plugin outside this
+    repository wrapping it found that with check_backend."""
+    device = get_device("local:fixture/mixed.qubit", wires=2)
+    assert type(device).preprocess is not type(device).__mro__[1].preprocess and device.qbackends_rules.names
+    assert check_backend("local:fixture/mixed.qubit").ok

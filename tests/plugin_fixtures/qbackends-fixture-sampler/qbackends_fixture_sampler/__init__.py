@@ -1,5 +1,6 @@
-"""A sampling-only backend (default.qubit, declared ``needs_shots``), and one whose factory takes
-``**options`` without declaring them (the kit's unknown-option check must fail it)."""
+"""A sampling-only backend (default.qubit, declared ``needs_shots``), one whose factory takes
+``**options`` without declaring them (the kit's unknown-option check must fail it), and
+default.mixed, a device that implements PennyLane's ``preprocess`` hook rather than ``preprocess_transforms``."""
 
 from qbackends import Backend, hookimpl
 
@@ -24,3 +25,6 @@ def register_backends(register):
         )
     )
     register(Backend("fixture", "lenient.qubit", "lenient", "pennylane", preference=-1, create=_lenient))
+    register(
+        Backend("fixture", "mixed.qubit", "default.mixed", "pennylane", preference=-1, description="fixture: density matrices")
+    )
