@@ -306,8 +306,9 @@ def test_qaoa_workload_auto_uses_fused():
 
     warmup.compile_kernels()  # compiled once per installation; a 2-iteration run takes fused only then
     assert warmup.compiled()
-    result = qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "auto")
-    reference = qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "lightning.qubit")
+    config = qaoa.Config(nodes=16, edges=24, iterations=2)  # from FUSED_MIN_WIRES: smaller is lightning's
+    result = qaoa.run(config, "auto")
+    reference = qaoa.run(config, "lightning.qubit")
     assert result["device"] == "qbackends.fused.qubit"
     np.testing.assert_allclose(result["costs"], reference["costs"], atol=1e-10)
 

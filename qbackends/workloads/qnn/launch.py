@@ -50,8 +50,8 @@ def _share_cores(ctx: Context) -> None:
     try:  # batched.qubit's and fused.qubit's kernels: the same share
         import numba
 
-        numba.set_num_threads(min(per, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
-    except ImportError:
+        numba.set_num_threads(per)
+    except (ImportError, ValueError):  # no numba, or fewer threads in its pool than cores here
         pass
 
 
