@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from qbackends import capabilities, get_device, get_registry
+from qbackends.batched.device import BatchedQubit
 from qbackends.batched.layer import TorchLayer
 from qbackends.batched.program import NATIVE, is_native
 from qbackends.errors import UnsupportedCircuitError
@@ -190,3 +191,20 @@ def test_constants_in_a_traced_circuit_stay_constants():
     reference = qml.qnn.TorchLayer(qml.QNode(circuit.func, qml.device("default.qubit", wires=2)), {"w": (1,)}).double()
     reference.load_state_dict(layer.state_dict())
     torch.testing.assert_close(layer(x), reference(x), atol=1e-12, rtol=0)
+
+
+def test_a_jacobian_of_an_unbroadcast_circuit_matches_parameter_shift():
+    """compute_derivatives runs one adjoint pass per result entry on the same final state."""
+
+    def circuit(x):
+        qml.RX(x[0], wires=0)
+        qml.CRY(x[1], wires=[0, 1])
+        return qml.expval(qml.Z(0)), qml.probs(wires=[1])
+
+    x = qml.numpy.array([0.4, -1.1], requires_grad=True)
+    ours = qml.QNode(circuit, BatchedQubit(wires=2), diff_method="adjoint")
+    reference = qml.QNode(circuit, qml.device("default.qubit", wires=2), diff_method="parameter-shift")
+    tape = qml.workflow.construct_tape(ours)(x)
+    jac = BatchedQubit(wires=2).compute_derivatives([tape])[0]
+    expected = qml.jacobian(lambda v: qml.math.hstack(reference(v)))(x)
+    np.testing.assert_allclose(np.vstack([np.stack(jac[0]), np.stack(jac[1]).T]), expected, atol=1e-10)

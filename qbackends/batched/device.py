@@ -161,7 +161,8 @@ class Run:
                 kernels.apply_paulis(self.states, terms.xmasks, terms.zmasks, terms.phases, dy * np.real(terms.coefs), scratch)
                 lam += scratch
         grads = np.zeros_like(self.params)
-        kernels.adjoint(self.states, lam, self.program.ops, self.program.groups, self.params, self.program.matrices, grads)
+        states = self.states.copy()  # the pass consumes ψ; jacobian() runs several
+        kernels.adjoint(states, lam, self.program.ops, self.program.groups, self.params, self.program.matrices, grads)
         return self._per_parameter(grads)
 
     def _per_parameter(self, grads: np.ndarray) -> tuple[Any, ...]:
