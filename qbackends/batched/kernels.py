@@ -20,22 +20,12 @@ import numpy as np
 from numba import njit, prange
 
 from ..fused.cachedir import kernel_cache_dir
+from ..fused.kernels import zsign as _zsign  # (-1)^popcount(x)
 
 CACHE_DIR = kernel_cache_dir(Path(__file__))
 
 ROT_X, ROT_Y, ROT_Z, PHASE, MULTI_RZ, MATRIX, SWAP = range(7)
 KIND, TARGET, CONTROLS, SLOT, MATRIX_INDEX, MASK = range(6)
-
-
-@njit(cache=True, inline="always")
-def _zsign(x):
-    x ^= x >> 32
-    x ^= x >> 16
-    x ^= x >> 8
-    x ^= x >> 4
-    x ^= x >> 2
-    x ^= x >> 1
-    return 1.0 - 2.0 * (x & 1)
 
 
 @njit(cache=True, inline="always")
