@@ -282,8 +282,6 @@ class _Checker:
         from .workloads.qnn import quantum_layer
 
         diff = "parameter-shift" if self.shots else self._diff_method(self.device())
-        # PennyLane's parameter-shift cannot differentiate a broadcast input (its issue #4462): one sample at a time
-        per_sample = diff == "parameter-shift"
         torch.manual_seed(0)
         ours = quantum_layer(self.wires, self.device(), diff).double()
         reference = quantum_layer(self.wires, __import__("pennylane").device("default.qubit", wires=self.wires), "backprop")
@@ -293,7 +291,7 @@ class _Checker:
         outputs = []
         for layer in (ours, reference):
             x = inputs.clone().requires_grad_(True)
-            y = torch.stack([layer(row) for row in x]) if per_sample and layer is ours else layer(x)
+            y = layer(x)
             y.sum().backward()
             assert x.grad is not None
             outputs.append((y.detach().numpy(), x.grad.numpy()))

@@ -311,3 +311,13 @@ def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
         [*cmd, "--workers", "2", "--device", "lightning.qubit"], capture_output=True, text=True, timeout=300
     )
     assert "will not train faster" not in one.stderr + per_sample.stderr
+
+
+def test_parameter_shift_trains_the_same_run_a_sample_at_a_time():
+    """PennyLane's parameter-shift refuses broadcast inputs (#4462): the layer runs each row on its
+    own, and the run equals the adjoint one (it was an internal error)."""
+    config = dict(nwires=3, ndata=24, batch_size=8, epochs=1)
+    shifted = qnn.train(qnn.Config(**config, diff_method="parameter-shift"), "lightning.qubit")
+    adjoint = qnn.train(qnn.Config(**config), "lightning.qubit")
+    for name, values in adjoint["parameters"].items():
+        np.testing.assert_allclose(shifted["parameters"][name], values, atol=1e-8, rtol=0)

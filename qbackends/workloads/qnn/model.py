@@ -36,7 +36,28 @@ def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any
         from ...batched.layer import TorchLayer
 
         return TorchLayer(circuit, shapes)
+    if diff_method not in BROADCAST_GRADIENTS:
+        return _per_sample_layer(qml.qnn.TorchLayer)(circuit, shapes)
     return qml.qnn.TorchLayer(circuit, shapes)
+
+
+# Gradient methods that differentiate a broadcast input; PennyLane's others (parameter-shift,
+# finite-diff, ...) refuse one (its issue #4462), so the layer runs their minibatch a sample at a time.
+BROADCAST_GRADIENTS = ("adjoint", "backprop", "best", "device")
+
+
+def _per_sample_layer(base: Any) -> Any:
+    class PerSampleLayer(base):  # type: ignore[misc, valid-type]
+        """The same layer (weights, state dict), each row of a minibatch its own circuit."""
+
+        def _evaluate_qnode(self, x: Any) -> Any:
+            import torch
+
+            if x.ndim < 2:
+                return super()._evaluate_qnode(x)
+            return torch.stack([super(PerSampleLayer, self)._evaluate_qnode(row) for row in x])
+
+    return PerSampleLayer
 
 
 def build_model(nfeatures: int, nwires: int, device: Any, diff_method: str = "adjoint") -> Any:
