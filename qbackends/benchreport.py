@@ -108,14 +108,21 @@ def _size_of(params: dict[str, Any]) -> int | None:
 
 
 def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = None) -> list[Row]:
-    """One row per (group, backend, size) among benchmarks parametrised by a backend and a size."""
+    """One row per (group, backend, size) among benchmarks parametrised by a backend and a size, and
+    per backend of a benchmark that timed several side by side (``extra_info["medians"]``)."""
     cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     for bench in benchmarks:
         params = bench.get("params") or {}
         backend, size = _backend_of(params), _size_of(params)
+        group = bench.get("group") or re.sub(r"\[.*\]$", "", bench.get("name", ""))
+        medians = (bench.get("extra_info") or {}).get("medians")
+        if isinstance(medians, dict) and size is not None:  # interleaved: one benchmark, many backends
+            for name, seconds in medians.items():
+                if isinstance(seconds, (int, float)) and seconds > 0:
+                    cells[(group, size)][str(name)] = float(seconds)
+            continue
         if backend is None or size is None:
             continue
-        group = bench.get("group") or re.sub(r"\[.*\]$", "", bench.get("name", ""))
         extra = {k: v for k, v in params.items() if k not in ("backend", "device", *SIZE_KEYS)}
         if extra:
             group += " (" + ", ".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")"

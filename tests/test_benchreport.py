@@ -93,3 +93,19 @@ def test_cli_prints_table_and_writes_plot(tmp_path):
         [sys.executable, "-m", "qbackends.cli", "bench", "report", str(tmp_path / "missing.json")], capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.startswith("qbackends: error: Benchmark results") and "Traceback" not in bad.stderr
+
+
+def test_a_benchmark_of_several_backends_side_by_side_gives_a_row_each():
+    """The QNN layer benchmark times every path in one test (interleaved) and keeps their medians."""
+    bench = {
+        "group": "QNN quantum layer, batch 16, forward+backward",
+        "name": "test_qnn_layer_batch_step[8]",
+        "params": {"nwires": 8},
+        "stats": {"median": 0.5},
+        "extra_info": {"medians": {"auto: batched.qubit": 0.0016, "lightning.qubit adjoint (per sample)": 0.257}},
+    }
+    rows = benchreport.rows([bench])
+    assert [(r.backend, r.size, r.ratio) for r in rows] == [
+        ("auto: batched.qubit", 8, 1.0),
+        ("lightning.qubit adjoint (per sample)", 8, pytest.approx(0.257 / 0.0016)),
+    ]
