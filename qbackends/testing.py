@@ -279,13 +279,14 @@ class _Checker:
             import torch
         except ImportError:
             return None  # the QNN needs torch: pip install torch
+        import pennylane as qml
+
         from .workloads.qnn import quantum_layer
 
         diff = "parameter-shift" if self.shots else self._diff_method(self.device())
         torch.manual_seed(0)
         ours = quantum_layer(self.wires, self.device(), diff).double()
-        reference = quantum_layer(self.wires, __import__("pennylane").device("default.qubit", wires=self.wires), "backprop")
-        reference = reference.double()
+        reference = quantum_layer(self.wires, qml.device("default.qubit", wires=self.wires), "backprop").double()
         reference.load_state_dict(ours.state_dict())
         inputs = torch.rand(4, self.wires, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 3
         outputs = []

@@ -84,24 +84,28 @@ class BatchedQubit(Device):
     # ---- execution --------------------------------------------------------------------------
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        results = []
-        for tape in circuits:
-            run = Run(tape, self.wires)
-            results.append(run.results())
-            if self.tracker.active:
-                self.tracker.update(executions=1, batch_len=run.batch, resources=tape.specs["resources"])
-                self.tracker.record()
-        return tuple(results)
+        return tuple(self._run(tape).results() for tape in circuits)
 
     def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        vjps = tuple(Run(tape, self.wires).vjp(cotangent) for tape, cotangent in zip(circuits, cotangents, strict=True))
+        return self._vjps([self._run(tape) for tape in circuits], cotangents)
+
+    def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        runs = [self._run(tape) for tape in circuits]  # one forward pass each, for the values and the VJP
+        return tuple(run.results() for run in runs), self._vjps(runs, cotangents)
+
+    def _vjps(self, runs: list[Run], cotangents: Any) -> tuple[Any, ...]:
+        vjps = tuple(run.vjp(cotangent) for run, cotangent in zip(runs, cotangents, strict=True))
         if self.tracker.active:
-            self.tracker.update(vjp_batches=1, vjps=len(circuits))
+            self.tracker.update(vjp_batches=1, vjps=len(runs))
             self.tracker.record()
         return vjps
 
-    def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self.execute(circuits, execution_config), self.compute_vjp(circuits, cotangents, execution_config)
+    def _run(self, tape: Any) -> Run:
+        run = Run(tape, self.wires)
+        if self.tracker.active:
+            self.tracker.update(executions=1, batch_len=run.batch, resources=tape.specs["resources"])
+            self.tracker.record()
+        return run
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         return tuple(Run(tape, self.wires).jacobian() for tape in circuits)
@@ -133,10 +137,7 @@ class Run:
         elif isinstance(m, ProbabilityMP):
             out = probabilities(self.states, [self.wires.index(w) for w in (m.wires or self.wires)], len(self.wires))
         else:
-            terms = pauli_terms(m.obs, self.wires)
-            per_term = np.empty((self.batch, len(terms.xmasks)))
-            kernels.pauli_expvals(self.states, terms.xmasks, terms.zmasks, terms.phases, per_term)
-            out = per_term @ np.real(terms.coefs)
+            out = pauli_terms(m.obs, self.wires).expvals(self.states)
         return out if self.broadcast else out[0]
 
     def vjp(self, cotangent: Any) -> tuple[Any, ...]:
@@ -145,7 +146,6 @@ class Run:
         cotangents = (cotangent,) if len(measurements) == 1 else tuple(cotangent)
         n = len(self.wires)
         lam = np.zeros_like(self.states)
-        scratch = np.empty_like(self.states)
         for m, dy in zip(measurements, cotangents, strict=True):
             dy = np.asarray(qml.math.toarray(dy), dtype=float).reshape(self.batch, -1)
             if isinstance(m, StateMP):
@@ -157,9 +157,7 @@ class Run:
                 index = marginal_index([self.wires.index(w) for w in (m.wires or self.wires)], n)
                 lam += dy[:, index] * self.states
             else:
-                terms = pauli_terms(m.obs, self.wires)
-                kernels.apply_paulis(self.states, terms.xmasks, terms.zmasks, terms.phases, dy * np.real(terms.coefs), scratch)
-                lam += scratch
+                lam += pauli_terms(m.obs, self.wires).apply(self.states, dy)
         grads = np.zeros_like(self.params)
         states = self.states.copy()  # the pass consumes ψ; jacobian() runs several
         kernels.adjoint(states, lam, self.program.ops, self.program.groups, self.params, self.program.matrices, grads)
@@ -233,7 +231,5 @@ def marginal_index(wires: list[int], n: int) -> np.ndarray:
 
 def probabilities(states: np.ndarray, wires: list[int], n: int) -> np.ndarray:
     p = np.abs(states) ** 2
-    out = np.zeros((states.shape[0], 1 << len(wires)))
-    for b in range(states.shape[0]):
-        out[b] = np.bincount(marginal_index(wires, n), weights=p[b], minlength=1 << len(wires))
-    return out
+    index = marginal_index(wires, n)
+    return np.stack([np.bincount(index, weights=row, minlength=1 << len(wires)) for row in p])

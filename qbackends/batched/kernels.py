@@ -29,12 +29,6 @@ KIND, TARGET, CONTROLS, SLOT, MATRIX_INDEX, MASK = range(6)
 
 
 @njit(cache=True, inline="always")
-def _low(k, bit):
-    """The k-th index whose ``bit`` is 0."""
-    return ((k >> bit) << (bit + 1)) | (k & ((1 << bit) - 1))
-
-
-@njit(cache=True, inline="always")
 def _matrix(kind, theta, m_const):
     """The 2x2 matrix (m00, m01, m10, m11) of a single-qubit operation (``m_const`` for MATRIX)."""
     if kind == MATRIX:

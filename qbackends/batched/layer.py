@@ -101,18 +101,14 @@ class _Batch(torch.autograd.Function):
         params = plan.params(_host(x), _host(flat))
         states = initial_states(x.shape[0], plan.program.nwires)
         kernels.forward(states, plan.program.ops, plan.program.groups, params, plan.program.matrices)
-        per_term = np.empty((states.shape[0], len(plan.terms.xmasks)))
-        kernels.pauli_expvals(states, plan.terms.xmasks, plan.terms.zmasks, plan.terms.phases, per_term)
         ctx.plan, ctx.states, ctx.params = plan, states, params
         ctx.sizes, ctx.shapes = [w.numel() for w in weights], [w.shape for w in weights]
-        return torch.as_tensor(per_term @ np.real(plan.terms.coefs), dtype=x.dtype, device=x.device)
+        return torch.as_tensor(plan.terms.expvals(states), dtype=x.dtype, device=x.device)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> Any:
         plan, states = ctx.plan, ctx.states.copy()  # the adjoint pass consumes its copy (retain_graph works)
-        lam = np.empty_like(states)
-        coefs = _host(dy).reshape(-1, 1) * np.real(plan.terms.coefs)
-        kernels.apply_paulis(states, plan.terms.xmasks, plan.terms.zmasks, plan.terms.phases, coefs, lam)
+        lam = plan.terms.apply(states, _host(dy))
         grads = np.zeros_like(ctx.params)
         kernels.adjoint(states, lam, plan.program.ops, plan.program.groups, ctx.params, plan.program.matrices, grads)
         grad_x = torch.as_tensor(grads @ plan.from_inputs.T, dtype=dy.dtype, device=dy.device)

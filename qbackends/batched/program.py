@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedCircuitError
-from .kernels import MATRIX, MULTI_RZ, PHASE, ROT_X, ROT_Y, ROT_Z, SWAP
+from .kernels import MATRIX, MULTI_RZ, PHASE, ROT_X, ROT_Y, ROT_Z, SWAP, apply_paulis, pauli_expvals
 
 NAME = "qbackends.batched.qubit"
 ROTATION = {"RX": ROT_X, "RY": ROT_Y, "RZ": ROT_Z, "CRX": ROT_X, "CRY": ROT_Y, "CRZ": ROT_Z}
@@ -164,6 +164,18 @@ class PauliTerms:
     zmasks: np.ndarray
     phases: np.ndarray
     coefs: np.ndarray
+
+    def expvals(self, states: np.ndarray) -> np.ndarray:
+        """<ψ_b|O|ψ_b> for every row b."""
+        per_term = np.empty((states.shape[0], len(self.xmasks)))
+        pauli_expvals(states, self.xmasks, self.zmasks, self.phases, per_term)
+        return per_term @ np.real(self.coefs)
+
+    def apply(self, states: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """weights_b·O ψ_b for every row b (``weights``: one per row): λ of a vector-Jacobian product."""
+        out = np.empty_like(states)
+        apply_paulis(states, self.xmasks, self.zmasks, self.phases, weights.reshape(-1, 1) * np.real(self.coefs), out)
+        return out
 
 
 def pauli_terms(observable: Any, wires: Any) -> PauliTerms:
