@@ -58,6 +58,11 @@ class Backend:
     needs_shots: bool = False
 
     @property
+    def generic_auto(self) -> bool:
+        """Whether generic ``auto`` may take it: a non-negative preference, analytic results."""
+        return self.preference >= 0 and not self.needs_shots
+
+    @property
     def key(self) -> str:
         return f"{self.provider}/{self.simulator}"
 

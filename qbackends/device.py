@@ -114,7 +114,7 @@ def auto_order(registry: Registry, facts: probe.MachineFacts, wires: int | None)
     predicted backend at this size comes first; otherwise, and after it, the documented preference
     (GPUs only from their ``min_auto_wires``).
     """
-    eligible = [b for b in registry.backends.values() if b.preference >= 0 and not b.needs_shots]
+    eligible = [b for b in registry.backends.values() if b.generic_auto]
     size = wires or 0
     eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
     from . import calibration

@@ -27,10 +27,10 @@ LIGHTNING_SECONDS_PER_AMPLITUDE = 10.65 / 2**22
 FUSED_MIN_WIRES = 15
 FUSED_SECONDS_PER_AMPLITUDE = 1.16 / 2**22
 
-# The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians, see
-# docs/benchmarks.md): batched.qubit 0.4 / 1.3 / 11 / 240-400 at 4 / 8 / 12 / 16 wires against
-# lightning.qubit 213 / 550 / 770 / 2906 and default.qubit backprop 19 / 49 / 109 / 986. Its memory
-# is the minibatch's states (three per row); beyond 20 wires generic auto again, and without numba
+# The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians of the
+# run in docs/benchmarks.md): batched.qubit 0.75 / 1.6 / 11 / 163 at 4 / 8 / 12 / 16 wires against
+# lightning.qubit 189 / 257 / 372 / 1593 and default.qubit backprop 30 / 56 / 121 / 847. Its memory
+# is the minibatch's states (four per row); beyond 20 wires generic auto again, and without numba
 # default.qubit's broadcast backprop (up to 16 wires, where its memory still fits).
 BATCHED_MAX_WIRES = 20
 BATCHED_BACKPROP_MAX_WIRES = 16
@@ -75,8 +75,8 @@ def auto_role(backend: Any) -> str:
     """When ``auto`` takes ``backend``, in one line."""
     if backend.key in ROLES:
         return ROLES[backend.key]
-    if backend.preference < 0:
-        return "never: only when asked for by name"
+    if not backend.generic_auto:
+        return "never: only when asked for by name" + (" (it samples only)" if backend.needs_shots else "")
     start = f" from {backend.min_auto_wires} wires" if backend.min_auto_wires else ""
     return f"generic auto{start}, by calibration profile or else preference {backend.preference}"
 
@@ -95,7 +95,7 @@ def calibration_candidates(kind: str) -> list[Any]:
     registry = get_registry()
     facts = facts_for(registry)
     own = registry.backends.get(KINDS[kind].own_backend.removeprefix("local:"))
-    backends = [b for b in registry.backends.values() if (b.preference >= 0 or b is own) and not b.needs_shots]
+    backends = [b for b in registry.backends.values() if b.generic_auto or b is own]
     return [b for b in backends if capabilities.evaluate(b, facts).ok]
 
 

@@ -311,7 +311,7 @@ class _Checker:
         if build is None:
             return None  # the kit cannot guess this operator's arguments
         nwires = max(self.wires, build.nwires)
-        observable = qml.Hamiltonian([1.0, 0.5, 0.3], [qml.Z(0) @ qml.X(1), qml.Y(2), qml.Z(1)])
+        observable = _observable()
 
         def body(x: Any) -> None:
             for w in range(nwires):
@@ -331,7 +331,7 @@ class _Checker:
 
         if rule.example is None:
             raise _Failed("the rule has no example. Fix: RuleRegistration(..., example=lambda theta, wires: Operator(...)).")
-        observable = qml.Hamiltonian([1.0, 0.5, 0.3], [qml.Z(0) @ qml.X(1), qml.Y(2), qml.Z(1)])
+        observable = _observable()
 
         def body(x: Any) -> None:
             for w in range(3):
@@ -353,6 +353,13 @@ class _Checker:
         if rule.operator in {op.name for op in tape.operations}:
             raise _Failed(f"{rule.operator} still reaches the device: the rule was not applied")
         return f"lowered; {detail}"
+
+
+def _observable() -> Any:
+    """What the gate and rule circuits measure: X, Y and Z on the first three wires."""
+    import pennylane as qml
+
+    return qml.Hamiltonian([1.0, 0.5, 0.3], [qml.Z(0) @ qml.X(1), qml.Y(2), qml.Z(1)])
 
 
 @dataclass(frozen=True)
