@@ -202,12 +202,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def policy_kinds() -> list[str]:
-    from .policy import KINDS
-
-    return list(KINDS)
-
-
 def cmd_warmup(args: argparse.Namespace) -> int:
     import time
 
@@ -221,6 +215,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .policy import KINDS  # the kinds of circuit calibrate times (nothing heavy: policy imports lazily)
+
     parser = _Parser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -254,11 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="time the runnable backends here on a workload's step; `auto` then picks the fastest")
     p.add_argument(
         "--workload",
-        choices=sorted(policy_kinds()),
+        choices=sorted(KINDS),
         default="qaoa",
         help="the kind of circuit timed: qaoa (a QAOA gradient; generic auto follows it too) or qnn (a batched QML step)",
     )
-    p.add_argument("--sizes", default=None, help="comma-separated qubit counts (default: 12,16,20 for qaoa, 4,8,12,16 for qnn)")
+    sizes = ", ".join(f"{','.join(map(str, kind.sizes))} for {name}" for name, kind in KINDS.items())
+    p.add_argument("--sizes", default=None, help=f"comma-separated qubit counts (default: {sizes})")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per size (the median is kept)")
     p.add_argument(
         "--backends", default=None, help="comma-separated device strings (default: every runnable backend auto may choose for it)"
