@@ -166,7 +166,7 @@ class FusedQubit(Device):
         segments, nparams = compile_operations(tape.operations, index, n)
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
-        psi = engine.forward(segments, n, self._buffer("psi", 1 << n))
+        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals)
         if tape.shots:
             return self._sample(tape, psi, index, n), None
         values = []
@@ -187,7 +187,9 @@ class FusedQubit(Device):
                 values.append(np.array(value))
                 if gradient:
                     phi = psi.copy() if len(tape.measurements) > 1 else psi
-                    jac_rows.append(engine.adjoint_gradient(segments, nparams, phi, o_psi, n)[list(tape.trainable_params)])
+                    jac_rows.append(
+                        engine.adjoint_gradient(segments, nparams, phi, o_psi, n, self._diagonals)[list(tape.trainable_params)]
+                    )
             else:
                 diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
@@ -200,7 +202,9 @@ class FusedQubit(Device):
                     if len(tape.measurements) > 1:  # keep ψ for the next measurement
                         phi = self._buffer("phi", psi.size)
                         phi[:] = psi
-                    jac_rows.append(engine.adjoint_gradient(segments, nparams, phi, lam, n)[list(tape.trainable_params)])
+                    jac_rows.append(
+                        engine.adjoint_gradient(segments, nparams, phi, lam, n, self._diagonals)[list(tape.trainable_params)]
+                    )
                 else:
                     values.append(np.array(engine.K.expval(psi, diagonal)))
         result = values[0] if len(values) == 1 else tuple(values)

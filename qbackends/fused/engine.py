@@ -67,42 +67,92 @@ def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
 
 
 class DiagonalCache:
-    """Diagonals of observables, kept for the next executions (a QAOA cost is asked for every step)."""
+    """Diagonals of observables and level tables of diagonal blocks, kept for the next executions
+    (a QAOA step asks for the same cost and the same blocks every time)."""
 
     def __init__(self, size: int = 2) -> None:
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._size = size
 
-    def get(self, nwires: int, masks: np.ndarray, coefs: np.ndarray) -> np.ndarray:
-        key = (nwires, masks.tobytes(), coefs.tobytes())
+    def _remember(self, key: tuple, value: np.ndarray) -> np.ndarray:
+        self._entries[key] = value
+        kind = key[0]
+        while sum(k[0] == kind for k in self._entries) > self._size:
+            oldest = next(k for k in self._entries if k[0] == kind)
+            del self._entries[oldest]
+        return value
+
+    def _lookup(self, key: tuple) -> np.ndarray | None:
         if key in self._entries:
             self._entries.move_to_end(key)
             return self._entries[key]
+        return None
+
+    def get(self, nwires: int, masks: np.ndarray, coefs: np.ndarray) -> np.ndarray:
+        key = ("diagonal", nwires, masks.tobytes(), coefs.tobytes())
+        if (found := self._lookup(key)) is not None:
+            return found
         t = split_tables(masks, coefs, nwires)
         out = np.empty(1 << nwires)
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
-        self._entries[key] = out
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
-        return out
+        return self._remember(key, out)
+
+    def levels(self, nwires: int, masks: np.ndarray) -> np.ndarray:
+        """levels[k]: how many of ``masks`` have odd parity at k (2 bytes per amplitude)."""
+        key = ("levels", nwires, masks.tobytes())
+        if (found := self._lookup(key)) is not None:
+            return found
+        t = split_tables(masks, np.full(masks.size, -0.5), nwires)
+        out = np.empty(1 << nwires, dtype=np.uint16)
+        K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
+        return self._remember(key, out)
+
+
+MAX_LEVELS = 1 << 16
+
+
+def _uniform(block: DiagonalBlock) -> tuple[float, float, np.ndarray] | None:
+    """(a0, c, masks) when angle(k) = a0 + c·Σ z(k & mask) over ``masks``: every non-constant term
+    has the same coefficient (an unweighted QAOA cost layer). Then angle = a0 + c·(T - 2·level)."""
+    masks = np.array(block.masks, dtype=np.int64)
+    coefs = np.array(block.coefs)
+    varying = masks != 0
+    if not varying.any() or varying.sum() >= MAX_LEVELS or np.ptp(coefs[varying]) != 0.0:
+        return None
+    return float(coefs[~varying].sum()), float(coefs[varying][0]), masks[varying]
+
+
+def _level_phases(a0: float, c: float, terms: int, sign: float) -> np.ndarray:
+    angles = a0 + c * (terms - 2.0 * np.arange(terms + 1))
+    return np.exp(1j * sign * angles)
 
 
 def _layer_passes(layer: ProductLayer, nwires: int):
-    """(high_bits, rest_bits, mats, tile_bits, generators, params) per pass over the state."""
+    """(run_bits, high_bits, rest_bits, mats, tile_bits, generators, params) per pass over the state.
+
+    The first pass takes the gates on the low bits (runs of 2^LOW_BITS amplitudes) and up to
+    TILE_BITS - LOW_BITS high ones; each later pass takes up to TILE_BITS - MIN_RUN_BITS high bits
+    over shorter runs, so that every tile holds 2^TILE_BITS amplitudes: 22 wires take two passes.
+    """
     low_bits = min(nwires, K.LOW_BITS)
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
     low = [(b, g) for b, g in items if b < low_bits]
     high = [(b, g) for b, g in items if b >= low_bits]
-    groups = [high[i : i + K.TILE_HIGH_BITS] for i in range(0, len(high), K.TILE_HIGH_BITS)] or [[]]
+    first = K.TILE_BITS - low_bits
+    groups = [high[:first]]
+    later = K.TILE_BITS - K.MIN_RUN_BITS
+    groups += [high[i : i + later] for i in range(first, len(high), later)]
     passes = []
     for index, group in enumerate(groups):
         chosen = [b for b, _ in group]
-        rest = [b for b in range(low_bits, nwires) if b not in chosen]
+        run_bits = low_bits if index == 0 else min(K.TILE_BITS - len(chosen), chosen[0], nwires)
+        rest = [b for b in range(run_bits, nwires) if b not in chosen]
         gates = (low if index == 0 else []) + group
-        tile_bits = [b if b < low_bits else low_bits + chosen.index(b) for b, _ in gates]
+        tile_bits = [b if b < run_bits else run_bits + chosen.index(b) for b, _ in gates]
         mats = np.array([g[0] for _, g in gates], dtype=complex).reshape(-1, 2, 2)
         passes.append(
             (
+                run_bits,
                 np.array(chosen, dtype=np.int64),
                 np.array(rest, dtype=np.int64),
                 mats,
@@ -111,7 +161,7 @@ def _layer_passes(layer: ProductLayer, nwires: int):
                 [g[1] for _, g in gates],
             )
         )
-    return low_bits, passes
+    return passes
 
 
 def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.ndarray:
@@ -125,8 +175,9 @@ def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.nda
     return psi
 
 
-def forward(segments: list[Segment], nwires: int, psi: np.ndarray) -> np.ndarray:
-    """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128)."""
+def forward(segments: list[Segment], nwires: int, psi: np.ndarray, cache: DiagonalCache | None = None) -> np.ndarray:
+    """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
+    ``cache`` keeps level tables of uniform diagonal blocks between executions."""
     if segments and isinstance(segments[0], ProductLayer):
         initial_product(segments[0], nwires, psi)
         rest = segments[1:]
@@ -135,18 +186,20 @@ def forward(segments: list[Segment], nwires: int, psi: np.ndarray) -> np.ndarray
         psi[0] = 1.0
         rest = segments
     for seg in rest:
-        apply(seg, psi, nwires)
+        apply(seg, psi, nwires, cache)
     return psi
 
 
-def apply(seg: Segment, psi: np.ndarray, nwires: int) -> None:
-    if isinstance(seg, DiagonalBlock):
+def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None) -> None:
+    if isinstance(seg, DiagonalBlock) and cache is not None and (uniform := _uniform(seg)) is not None:
+        a0, c, masks = uniform
+        K.phase_by_level(psi, cache.levels(nwires, masks), _level_phases(a0, c, masks.size, 1.0))
+    elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
         K.diag_phase(psi, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, 1.0)
     elif isinstance(seg, ProductLayer):
-        low_bits, passes = _layer_passes(seg, nwires)
-        for high, rest, mats, tile_bits, _, _ in passes:
-            K.layer_apply(psi, low_bits, high, rest, mats, tile_bits)
+        for run_bits, high, rest, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
+            K.layer_apply(psi, run_bits, high, rest, mats, tile_bits)
     elif isinstance(seg, Dense):
         apply_matrix(seg.matrix, seg.axes, psi, nwires)
     else:
@@ -169,7 +222,9 @@ def _has_parameters(seg: Segment) -> bool:
     return False
 
 
-def adjoint_gradient(segments: list[Segment], nparams: int, phi: np.ndarray, lam: np.ndarray, nwires: int) -> np.ndarray:
+def adjoint_gradient(
+    segments: list[Segment], nparams: int, phi: np.ndarray, lam: np.ndarray, nwires: int, cache: DiagonalCache | None = None
+) -> np.ndarray:
     """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten)."""
     grad = np.zeros(nparams)
     nthreads = K.threads()
@@ -180,7 +235,13 @@ def adjoint_gradient(segments: list[Segment], nparams: int, phi: np.ndarray, lam
             t = split_tables(masks, coefs, nwires)
             rowsum = np.zeros(phi.size >> t.low_bits)
             moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
-            K.diag_adjoint(phi, lam, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, rowsum, moments, nthreads)
+            if cache is not None and (uniform := _uniform(seg)) is not None:
+                a0, c, varying = uniform
+                undo = _level_phases(a0, c, varying.size, -1.0)
+                levels = cache.levels(nwires, varying)
+                K.diag_adjoint_levels(phi, lam, levels, undo, t.low_bits, t.gmask, rowsum, moments, nthreads)
+            else:
+                K.diag_adjoint(phi, lam, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, rowsum, moments, nthreads)
             m = moments.sum(axis=0)
             low_mask = (1 << t.low_bits) - 1
             for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
@@ -197,11 +258,10 @@ def adjoint_gradient(segments: list[Segment], nparams: int, phi: np.ndarray, lam
                     moment = m[1 + t.group[i]] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
                 grad[param] += -2.0 * alpha * moment
         elif isinstance(seg, ProductLayer):
-            low_bits, passes = _layer_passes(seg, nwires)
-            for high, rest, mats, tile_bits, generators, params in passes:
+            for run_bits, high, rest, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
                 out = np.zeros((nthreads, len(params)))
                 inverses = np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
-                K.layer_adjoint(phi, lam, low_bits, high, rest, inverses, tile_bits, generators, out, nthreads)
+                K.layer_adjoint(phi, lam, run_bits, high, rest, inverses, tile_bits, generators, out, nthreads)
                 for i, p in enumerate(params):
                     if p >= 0:
                         grad[p] += out[:, i].sum()
