@@ -327,3 +327,60 @@ def test_a_read_only_installation_caches_kernels_in_a_temporary_folder(monkeypat
         folder = cachedir.kernel_cache_dir(Path(kernels.__file__))
     assert folder.parent == tmp_path and numba.config.CACHE_DIR == str(folder)
     assert "cannot be written; fused.qubit's kernels are cached in" in caplog.text
+
+
+def _qaoa_segments(n, weighted):
+    graph = qaoa.random_graph(n, 2 * n, 7)
+    cost = qaoa.cost_hamiltonian(graph)
+    if weighted:
+        cost = qml.Hamiltonian(np.linspace(0.3, 1.7, len(cost.coeffs)), cost.ops)
+    tape = qml.tape.make_qscript(qaoa.circuit(graph, 2))(random_params((2, 2)))
+    device = get_device(FUSED, wires=n)
+    (tape,), _ = device.preprocess_transforms()((qml.tape.QuantumScript(tape.operations, [qml.expval(cost)]),))
+    segments, nparams = compile_operations(tape.operations, {w: i for i, w in enumerate(range(n))}, n)
+    return segments, nparams, cost
+
+
+def test_uniform_blocks_by_level_match_the_trigonometric_path():
+    """An unweighted cost layer is applied from a table of its m+1 phases; same state and gradient
+    as the per-amplitude phases it replaces."""
+    from qbackends.fused import engine
+
+    n = 16
+    segments, nparams, cost = _qaoa_segments(n, weighted=False)
+    assert any(engine._uniform(s) for s in segments if isinstance(s, engine.DiagonalBlock))
+    terms = [(list(w.keys()), float(c)) for w, c in cost.pauli_rep.items()]
+    masks = np.array([sum(1 << (n - 1 - q) for q in ws) for ws, _ in terms], dtype=np.int64)
+    results = []
+    for cache in (engine.DiagonalCache(), None):
+        psi = engine.forward(segments, n, np.empty(2**n, dtype=complex), cache)
+        lam = np.empty_like(psi)
+        engine.K.expval_and_lambda(psi, engine.DiagonalCache().get(n, masks, np.array([c for _, c in terms])), lam)
+        state = psi.copy()
+        results.append((state, engine.adjoint_gradient(segments, nparams, psi, lam, n, cache)))
+    np.testing.assert_allclose(results[0][0], results[1][0], atol=1e-13, rtol=0)
+    np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-11, rtol=0)
+
+
+@pytest.mark.parametrize("n", [3, 15, 16, 19, 22, 26, 31])
+def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
+    """The tiling of a product layer: each wire's gate in exactly one pass, every tile 2^TILE_BITS
+    amplitudes at most, no gate pairing amplitudes closer than 2^SPECTATORS in a multi-tile state."""
+    from qbackends.fused import engine
+    from qbackends.fused.program import ProductLayer, rotation_matrix
+
+    layer = ProductLayer({w: (rotation_matrix("RY", 0.1 * w), w, 2) for w in range(n)})
+    seen = []
+    for run_bits, high, rest, transposed, _, tile_bits, _, params in engine._layer_passes(layer, n):
+        assert run_bits + high.size <= kernels.TILE_BITS and run_bits + high.size + rest.size == n
+        for tb, p in zip(tile_bits, params, strict=True):
+            if transposed:
+                bit = int(high[tb]) if tb < high.size else int(tb) - high.size
+            else:
+                bit = int(tb) if tb < run_bits else int(high[tb - run_bits])
+            assert p == n - 1 - bit
+            seen.append(bit)
+            if n > kernels.TILE_BITS:
+                assert tb >= kernels.SPECTATORS
+    assert sorted(seen) == list(range(n))
+    assert len(engine._layer_passes(layer, n)) == {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 26: 3, 31: 3}[n]

@@ -128,40 +128,48 @@ def _level_phases(a0: float, c: float, terms: int, sign: float) -> np.ndarray:
 
 
 def _layer_passes(layer: ProductLayer, nwires: int):
-    """(run_bits, high_bits, rest_bits, mats, tile_bits, generators, params) per pass over the state.
+    """(run_bits, high_bits, rest_bits, transposed, mats, tile_bits, generators, params) per pass.
 
-    The first pass takes the gates on the low bits (runs of 2^LOW_BITS amplitudes) and up to
-    TILE_BITS - LOW_BITS high ones; each later pass takes up to TILE_BITS - MIN_RUN_BITS high bits
-    over shorter runs, so that every tile holds 2^TILE_BITS amplitudes: 22 wires take two passes.
+    Each pass gathers tiles of 2^TILE_BITS amplitudes: runs of 2^run_bits contiguous ones, one per
+    value of its high bits. The first pass takes the gates on the lowest TILE_BITS - SPECTATORS bits
+    with the top SPECTATORS bits (ungated there) as the tile's lowest bits ("transposed"), so that no
+    gate pairs amplitudes closer than 2^SPECTATORS apart; each later pass takes up to
+    TILE_BITS - MIN_RUN_BITS gated bits over shorter runs. 22 wires take two passes.
     """
-    low_bits = min(nwires, K.LOW_BITS)
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
-    low = [(b, g) for b, g in items if b < low_bits]
-    high = [(b, g) for b, g in items if b >= low_bits]
-    first = K.TILE_BITS - low_bits
-    groups = [high[:first]]
-    later = K.TILE_BITS - K.MIN_RUN_BITS
-    groups += [high[i : i + later] for i in range(first, len(high), later)]
+    if nwires <= K.TILE_BITS:  # one tile holds the state
+        return [_pass(nwires, [], nwires, False, items)]
+    first_bits = K.TILE_BITS - K.SPECTATORS
+    low = [(b, g) for b, g in items if b < first_bits]
+    high = [(b, g) for b, g in items if b >= first_bits]
     passes = []
-    for index, group in enumerate(groups):
+    if low:
+        passes.append(_pass(first_bits, list(range(nwires - K.SPECTATORS, nwires)), nwires, True, low))
+    later = K.TILE_BITS - K.MIN_RUN_BITS
+    for i in range(0, len(high), later):
+        group = high[i : i + later]
         chosen = [b for b, _ in group]
-        run_bits = low_bits if index == 0 else min(K.TILE_BITS - len(chosen), chosen[0], nwires)
-        rest = [b for b in range(run_bits, nwires) if b not in chosen]
-        gates = (low if index == 0 else []) + group
-        tile_bits = [b if b < run_bits else run_bits + chosen.index(b) for b, _ in gates]
-        mats = np.array([g[0] for _, g in gates], dtype=complex).reshape(-1, 2, 2)
-        passes.append(
-            (
-                run_bits,
-                np.array(chosen, dtype=np.int64),
-                np.array(rest, dtype=np.int64),
-                mats,
-                np.array(tile_bits, dtype=np.int64),
-                np.array([g[2] for _, g in gates], dtype=np.int8),
-                [g[1] for _, g in gates],
-            )
-        )
+        passes.append(_pass(min(K.TILE_BITS - len(chosen), chosen[0]), chosen, nwires, False, group))
     return passes
+
+
+def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates: list) -> tuple:
+    """One pass: gates on run bits or on ``chosen`` high bits; the rest of the bits index the tiles."""
+    rest = [b for b in range(run_bits, nwires) if b not in chosen]
+    if transposed:  # tile index = (run offset << len(chosen)) | high-bit values
+        tile_bits = [len(chosen) + b if b < run_bits else chosen.index(b) for b, _ in gates]
+    else:  # tile index = (high-bit values << run_bits) | run offset
+        tile_bits = [b if b < run_bits else run_bits + chosen.index(b) for b, _ in gates]
+    return (
+        run_bits,
+        np.array(chosen, dtype=np.int64),
+        np.array(rest, dtype=np.int64),
+        transposed,
+        np.array([g[0] for _, g in gates], dtype=complex).reshape(-1, 2, 2),
+        np.array(tile_bits, dtype=np.int64),
+        np.array([g[2] for _, g in gates], dtype=np.int8),
+        [g[1] for _, g in gates],
+    )
 
 
 def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.ndarray:
@@ -198,8 +206,8 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
         K.diag_phase(psi, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, 1.0)
     elif isinstance(seg, ProductLayer):
-        for run_bits, high, rest, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
-            K.layer_apply(psi, run_bits, high, rest, mats, tile_bits)
+        for run_bits, high, rest, transposed, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
+            K.layer_apply(psi, run_bits, high, rest, transposed, mats, tile_bits)
     elif isinstance(seg, Dense):
         apply_matrix(seg.matrix, seg.axes, psi, nwires)
     else:
@@ -258,10 +266,10 @@ def adjoint_gradient(
                     moment = m[1 + t.group[i]] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
                 grad[param] += -2.0 * alpha * moment
         elif isinstance(seg, ProductLayer):
-            for run_bits, high, rest, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
+            for run_bits, high, rest, transposed, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
                 out = np.zeros((nthreads, len(params)))
                 inverses = np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
-                K.layer_adjoint(phi, lam, run_bits, high, rest, inverses, tile_bits, generators, out, nthreads)
+                K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, inverses, tile_bits, generators, out, nthreads)
                 for i, p in enumerate(params):
                     if p >= 0:
                         grad[p] += out[:, i].sum()

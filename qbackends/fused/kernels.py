@@ -19,9 +19,10 @@ from .cachedir import kernel_cache_dir
 CACHE_DIR = kernel_cache_dir(Path(__file__))  # before the first @njit(cache=True): a read-only install moves it
 
 DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
-LOW_BITS = 11  # the first pass of a product layer: runs of 2048 amplitudes ...
+LOW_BITS = 11  # product states: runs of 2048 amplitudes
+SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom of its tiles
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
-MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (1 KiB)
+MIN_RUN_BITS = 5  # later passes gather runs of at least 32 amplitudes
 
 
 @njit(cache=True, inline="always")
@@ -75,7 +76,24 @@ def diag_phase(psi, low_bits, table_a, bmask, bcoef, gmask, table_c, sign):
             psi[off + lo] *= complex(np.cos(a), np.sin(a))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, inline="always")
+def _accumulate_moments(q, hi, gmask, moments, t):
+    """moments[t, 0] += q, moments[t, 1+g] += z(hi & gmask_g) q; returns Σ q (vectorised rows)."""
+    size = np.uint64(q.size)
+    total = 0.0
+    row = moments[t, 0]
+    for lo in range(size):
+        total += q[lo]
+        row[lo] += q[lo]
+    for g in range(gmask.size):
+        sign = zsign(hi & gmask[g])
+        row = moments[t, 1 + g]
+        for lo in range(size):
+            row[lo] += sign * q[lo]
+    return total
+
+
+@njit(cache=True, parallel=True, fastmath=True)
 def diag_adjoint(phi, lam, low_bits, table_a, bmask, bcoef, gmask, table_c, rowsum, moments, nthreads):
     """One adjoint pass over a diagonal block.
 
@@ -88,25 +106,18 @@ def diag_adjoint(phi, lam, low_bits, table_a, bmask, bcoef, gmask, table_c, rows
     per = (chunks + nthreads - 1) // nthreads
     for t in prange(nthreads):
         angles = np.empty(size)
-        signs = np.empty(gmask.size)
+        q = np.empty(size)
         for hi in range(t * per, min(chunks, (t + 1) * per)):
             _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, angles)
-            for g in range(gmask.size):
-                signs[g] = zsign(hi & gmask[g])
             off = hi * size
-            total = 0.0
             for lo in range(size):
                 p, lm = phi[off + lo], lam[off + lo]
-                q = lm.real * p.imag - lm.imag * p.real
-                total += q
-                moments[t, 0, lo] += q
-                for g in range(gmask.size):
-                    moments[t, 1 + g, lo] += signs[g] * q
+                q[lo] = lm.real * p.imag - lm.imag * p.real
                 a = -angles[lo]
                 phase = complex(np.cos(a), np.sin(a))
                 phi[off + lo] = p * phase
                 lam[off + lo] = lm * phase
-            rowsum[hi] = total
+            rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
 @njit(cache=True, parallel=True)
@@ -129,30 +140,23 @@ def phase_by_level(psi, levels, table):
         psi[k] *= table[levels[k]]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, fastmath=True)
 def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moments, nthreads):
     """diag_adjoint for a block applied by level: the undo multiplies by table[levels[k]]."""
     size = 1 << low_bits
     chunks = phi.size >> low_bits
     per = (chunks + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        signs = np.empty(gmask.size)
+        q = np.empty(size)
         for hi in range(t * per, min(chunks, (t + 1) * per)):
-            for g in range(gmask.size):
-                signs[g] = zsign(hi & gmask[g])
             off = hi * size
-            total = 0.0
             for lo in range(size):
                 p, lm = phi[off + lo], lam[off + lo]
-                q = lm.real * p.imag - lm.imag * p.real
-                total += q
-                moments[t, 0, lo] += q
-                for g in range(gmask.size):
-                    moments[t, 1 + g, lo] += signs[g] * q
+                q[lo] = lm.real * p.imag - lm.imag * p.real
                 phase = table[levels[off + lo]]
                 phi[off + lo] = p * phase
                 lam[off + lo] = lm * phase
-            rowsum[hi] = total
+            rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
 @njit(cache=True, parallel=True)
@@ -188,9 +192,22 @@ def _run_start(tile, rest_bits, high_bits, run):
 
 
 @njit(cache=True, inline="always")
-def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits):
-    """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise)."""
+def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
+    """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise);
+    ``transposed``: the high bits are the tile's lowest bits."""
     size = np.uint64(1) << np.uint64(run_bits)
+    if transposed:
+        runs = 1 << high_bits.size
+        starts = np.empty(runs, dtype=np.uint64)
+        for run in range(runs):
+            starts[run] = _run_start(tile, rest_bits, high_bits, run)
+        for j in range(size):
+            base = j * np.uint64(runs)
+            for run in range(runs):
+                p = psi[starts[run] + j]
+                re[base + run] = p.real
+                im[base + run] = p.imag
+        return
     for run in range(1 << high_bits.size):
         start = np.uint64(_run_start(tile, rest_bits, high_bits, run))
         off = np.uint64(run) * size
@@ -201,8 +218,18 @@ def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits):
 
 
 @njit(cache=True, inline="always")
-def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits):
+def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
+    if transposed:
+        runs = 1 << high_bits.size
+        starts = np.empty(runs, dtype=np.uint64)
+        for run in range(runs):
+            starts[run] = _run_start(tile, rest_bits, high_bits, run)
+        for j in range(size):
+            base = j * np.uint64(runs)
+            for run in range(runs):
+                psi[starts[run] + j] = complex(re[base + run], im[base + run])
+        return
     for run in range(1 << high_bits.size):
         start = np.uint64(_run_start(tile, rest_bits, high_bits, run))
         off = np.uint64(run) * size
@@ -286,21 +313,41 @@ def _undo_with_moment(pre, pim, lre, lim, bit, inverse, generator):
     return acc
 
 
+SUBTILE_BITS = 10  # four split buffers of 2^10 amplitudes: 32 KiB, inside L1
+SUBTILE = 1 << SUBTILE_BITS
+
+
+@njit(cache=True, inline="always")
+def _inner_count(tile_bits, width):
+    """How many leading gates (sorted by tile bit) act inside an L1-sized block."""
+    if width <= SUBTILE:
+        return tile_bits.size
+    count = 0
+    while count < tile_bits.size and tile_bits[count] < SUBTILE_BITS:
+        count += 1
+    return count
+
+
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_apply(psi, run_bits, high_bits, rest_bits, mats, tile_bits):
+def layer_apply(psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits):
     """Apply single-qubit gates (mats[i] on tile bit tile_bits[i]) to every tile of psi."""
     width = 1 << (run_bits + high_bits.size)
     for tile in prange(1 << rest_bits.size):
         re = np.empty(width)
         im = np.empty(width)
-        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits)
-        for i in range(mats.shape[0]):
+        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+        inner = _inner_count(tile_bits, width)
+        for block in range(0, width, SUBTILE):  # gates on the low tile bits, one L1-sized block at a time
+            sre, sim = re[block : block + SUBTILE], im[block : block + SUBTILE]
+            for i in range(inner):
+                _apply_2x2(sre, sim, tile_bits[i], mats[i])
+        for i in range(inner, mats.shape[0]):
             _apply_2x2(re, im, tile_bits[i], mats[i])
-        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits)
+        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, inverses, tile_bits, generators, out, nthreads):
+def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads):
     """One adjoint pass over a product layer: out[t, i] += Im⟨λ|P_i|φ⟩ (P = X for 1, Y for 2) and
     φ, λ ← U_i† φ, U_i† λ (``inverses[i]``) for every gate of the pass. The gates act on distinct
     wires and P_i commutes with U_i, so each moment may be taken before or after any undoing."""
@@ -313,12 +360,18 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, inverses, tile_bits,
         lre = np.empty(width)
         lim = np.empty(width)
         for tile in range(t * per, min(tiles, (t + 1) * per)):
-            _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits)
-            _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits)
-            for i in range(inverses.shape[0]):
+            _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
+            _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+            inner = _inner_count(tile_bits, width)
+            for block in range(0, width, SUBTILE):
+                end = block + SUBTILE
+                a, b, c, d = pre[block:end], pim[block:end], lre[block:end], lim[block:end]
+                for i in range(inner):
+                    out[t, i] += _undo_with_moment(a, b, c, d, tile_bits[i], inverses[i], generators[i])
+            for i in range(inner, inverses.shape[0]):
                 out[t, i] += _undo_with_moment(pre, pim, lre, lim, tile_bits[i], inverses[i], generators[i])
-            _scatter(pre, pim, phi, tile, rest_bits, high_bits, run_bits)
-            _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits)
+            _scatter(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
+            _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
 
 
 @njit(cache=True, parallel=True)
