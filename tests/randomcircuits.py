@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 PAULIS = "XYZ"
 
 # Declared gates the generic recipe (random angles, fixed wire count) cannot build, with theirs.
-SPECIAL_GATES = {"PauliRot", "QubitUnitary", "PCPhase", "GlobalPhase", "MultiRZ"}
+SPECIAL_GATES = {"PauliRot", "QubitUnitary", "PCPhase", "GlobalPhase", "MultiRZ", "ApproxTimeEvolution"}
 # The workloads' templates and the ops the issue asks to cover beyond declared gates.
 TEMPLATES = ("qaoa", "evolve", "angle_embedding", "pauli_rot", "rot", "crot")
 STATE_PREPS = ("StatePrep", "BasisState", "AmplitudeEmbedding", "BasisEmbedding")
@@ -119,6 +119,10 @@ def steps_for(draw: Any, gates: Sequence[str], wires: Sequence[Any], commuting_o
         return Step(f"MultiRZ{on}", 1, lambda x, on=on: qml.MultiRZ(x[0], wires=on))
     if kind == "GlobalPhase":
         return Step("GlobalPhase", 1, lambda x: qml.GlobalPhase(x[0], wires=wires))
+    if kind == "ApproxTimeEvolution":
+        h = _hamiltonian(draw, wires, commuting_only or draw(st.booleans()))
+        rounds = draw(st.integers(1, 3))
+        return Step(f"ApproxTimeEvolution({h}, {rounds})", 1, lambda x: qml.ApproxTimeEvolution(h, x[0], rounds))
     if kind == "QubitUnitary":
         k = min(draw(st.integers(1, 2)), n)
         on = draw(st.lists(st.sampled_from(list(wires)), min_size=k, max_size=k, unique=True))

@@ -51,24 +51,47 @@ def to_z_basis(tape: Any) -> tuple[Any, Any]:
 
 
 @qml.transform
-def diagonal_evolutions(tape: Any) -> tuple[Any, Any]:
-    """exp(-i t Σ h Z..Z) -> Π MultiRZ(2 h t): the terms then join one diagonal block.
+def commuting_evolutions(tape: Any) -> tuple[Any, Any]:
+    """Evolutions whose terms commute, as the rotations the kernels run (exact, one pass per kind):
 
-    PennyLane has no decomposition for the evolution of a multi-term Hamiltonian; for a diagonal
-    one it is exact (the terms commute), and t stays differentiable through the new parameters.
+    - ``Evolution`` of a sum of Z words: exp(-i t Σ h Z..Z) = Π MultiRZ(2 h t). PennyLane has no
+      decomposition for the evolution of a multi-term Hamiltonian.
+    - ``ApproxTimeEvolution`` (``qml.qaoa.cost_layer``/``mixer_layer``) of Z words and of
+      single-qubit X/Y terms on distinct wires: its n Trotter rounds of PauliRot(2 h t / n) are
+      then exactly one round, Π MultiRZ(2 h t) · Π RX(2 h t). Lowering the templates here costs
+      microseconds per gate; the decomposition graph took 40 ms per 22-wire QAOA step.
+
+    t stays differentiable through the new parameters. Anything else is left to ``decompose``.
     """
-    if not any(op.name == "Evolution" for op in tape.operations):
+    if not any(op.name in ("Evolution", "ApproxTimeEvolution") for op in tape.operations):
         return (tape,), lambda results: results[0]
     ops = []
     for op in tape.operations:
-        terms = z_terms(op.base) if op.name == "Evolution" else None
-        if terms is None:
-            ops.append(op)
-            continue
-        t = op.data[0]
-        for wires, h in terms:
-            ops.append(qml.MultiRZ(2 * h * t, wires=wires) if wires else qml.GlobalPhase(h * t, wires=op.wires))
+        rotations = _rotations(op) if op.name in ("Evolution", "ApproxTimeEvolution") else None
+        ops.extend([op] if rotations is None else rotations)
     return (tape.copy(operations=ops),), lambda results: results[0]
+
+
+def _rotations(op: Any) -> list[Any] | None:
+    if op.name == "Evolution":
+        terms = z_terms(op.base)
+        if terms is None:
+            return None
+        t = op.data[0]
+        return [qml.MultiRZ(2 * h * t, wires=w) if w else qml.GlobalPhase(h * t, wires=op.wires) for w, h in terms]
+    # ApproxTimeEvolution: PennyLane's decomposition takes the coefficients from the Hamiltonian
+    # and drops identity terms; so does this.
+    words = [(word, qml.math.real(c)) for word, c in op.hyperparameters["hamiltonian"].pauli_rep.items() if len(word)]
+    diagonal = all(set(word.values()) == {"Z"} for word, _ in words)
+    single = all(len(word) == 1 for word, _ in words) and len({w for word, _ in words for w in word}) == len(words)
+    if not (diagonal or single):
+        return None
+    t = op.data[-1]
+    gates = {"X": qml.RX, "Y": qml.RY, "Z": qml.RZ}
+    return [
+        qml.MultiRZ(2 * h * t, wires=list(word)) if len(word) > 1 else gates[word[next(iter(word))]](2 * h * t, wires=list(word))
+        for word, h in words
+    ]
 
 
 class FusedQubit(Device):
@@ -103,7 +126,7 @@ class FusedQubit(Device):
         pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
         pipeline.add_transform(validate_measurements, analytic_measurements=_analytic, name=self.name)
         pipeline.add_transform(to_z_basis)
-        pipeline.add_transform(diagonal_evolutions)
+        pipeline.add_transform(commuting_evolutions)
         pipeline.add_transform(
             decompose,
             stopping_condition=lambda op: op.name in SUPPORTED or applied_by_matrix(op),
