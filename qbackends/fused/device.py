@@ -154,42 +154,49 @@ class FusedQubit(Device):
     # ---- execution --------------------------------------------------------------------------
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        results = tuple(self._simulate(tape)[0] for tape in circuits)
-        self._track(circuits, results)
+        traffic = engine.Traffic()
+        results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
+        self._track(circuits, results, traffic)
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        traffic = engine.Traffic()
         results, jacobians = (
-            zip(*(self._simulate(tape, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
+            zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
         )
-        self._track(circuits, results, derivatives=len(circuits))
+        self._track(circuits, results, traffic, derivatives=len(circuits))
         if circuits and not self._kernels_marked:  # values and gradients ran: every kernel is compiled
             warmup.mark_compiled()
             self._kernels_marked = True
         return tuple(results), tuple(jacobians)
 
-    def _track(self, circuits: Any, results: Any, derivatives: int = 0) -> None:
+    def _track(self, circuits: Any, results: Any, traffic: engine.Traffic, derivatives: int = 0) -> None:
+        """PennyLane's tracker, plus ``bytes_moved``: what the kernels read and wrote for the batch."""
         if not self.tracker.active:
             return
         for tape, result in zip(circuits, results, strict=True):
             self.tracker.update(executions=1, results=result, resources=tape.specs["resources"])
             self.tracker.record()
         self.tracker.update(
-            batches=1, batch_len=len(circuits), **({"derivative_batches": 1, "derivatives": derivatives} if derivatives else {})
+            batches=1,
+            batch_len=len(circuits),
+            bytes_moved=traffic.bytes,
+            **({"derivative_batches": 1, "derivatives": derivatives} if derivatives else {}),
         )
         self.tracker.record()
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         return self.execute_and_compute_derivatives(circuits, execution_config)[1]
 
-    def _simulate(self, tape: Any, gradient: bool = False) -> tuple[Any, Any]:
+    def _simulate(self, tape: Any, traffic: engine.Traffic, gradient: bool = False) -> tuple[Any, Any]:
         wires = self.wires if self.wires is not None else tape.wires
         n = len(wires)
         index = {w: i for i, w in enumerate(wires)}
         segments, nparams = compile_operations(tape.operations, index, n)
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
-        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals)
+        adjoint = gradient and bool(tape.trainable_params)  # nothing trainable: empty Jacobians, no adjoint pass
+        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic)
         if tape.shots:
             return self._sample(tape, psi, index, n), None
         values = []
@@ -208,28 +215,35 @@ class FusedQubit(Device):
                     values.append(np.array(np.vdot(o_psi, o_psi).real - value**2))
                     continue
                 values.append(np.array(value))
-                if gradient:
+                if not adjoint:
+                    jac_rows.append(np.zeros(0))
+                else:
                     phi = psi.copy() if len(tape.measurements) > 1 else psi
                     jac_rows.append(
-                        engine.adjoint_gradient(segments, nparams, phi, o_psi, n, self._diagonals)[list(tape.trainable_params)]
+                        engine.adjoint_gradient(segments, nparams, phi, o_psi, n, self._diagonals, traffic)[
+                            list(tape.trainable_params)
+                        ]
                     )
             else:
                 diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
                     p = np.abs(psi) ** 2
                     values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
-                elif gradient:
+                elif adjoint:
                     lam = self._buffer("lambda", psi.size)
                     values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, lam)))
+                    traffic.add(psi.size, 40)  # ψ and the diagonal read, λ written
                     phi = psi
                     if len(tape.measurements) > 1:  # keep ψ for the next measurement
                         phi = self._buffer("phi", psi.size)
                         phi[:] = psi
-                    jac_rows.append(
-                        engine.adjoint_gradient(segments, nparams, phi, lam, n, self._diagonals)[list(tape.trainable_params)]
-                    )
+                        traffic.add(psi.size, engine.STATE_PASS)
+                    grad = engine.adjoint_gradient(segments, nparams, phi, lam, n, self._diagonals, traffic)
+                    jac_rows.append(grad[list(tape.trainable_params)])
                 else:
                     values.append(np.array(engine.K.expval(psi, diagonal)))
+                    traffic.add(psi.size, 24)  # ψ and the diagonal read
+                    jac_rows.append(np.zeros(0))
         result = values[0] if len(values) == 1 else tuple(values)
         if not gradient:
             return result, None

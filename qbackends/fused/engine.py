@@ -66,6 +66,21 @@ def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
     )
 
 
+@dataclass
+class Traffic:
+    """Bytes the kernels moved in an execution, the roofline's numerator: per pass, 16 bytes read and
+    16 written per amplitude of each state vector it sweeps, plus the tables it reads."""
+
+    bytes: int = 0
+
+    def add(self, amplitudes: int, bytes_each: int) -> None:
+        self.bytes += amplitudes * bytes_each
+
+
+STATE_PASS = 32  # one complex128 amplitude read and written
+LEVEL_BYTES = 2  # a uint16 level per amplitude
+
+
 class DiagonalCache:
     """Diagonals of observables and level tables of diagonal blocks, kept for the next executions
     (a QAOA step asks for the same cost and the same blocks every time)."""
@@ -183,9 +198,16 @@ def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.nda
     return psi
 
 
-def forward(segments: list[Segment], nwires: int, psi: np.ndarray, cache: DiagonalCache | None = None) -> np.ndarray:
+def forward(
+    segments: list[Segment],
+    nwires: int,
+    psi: np.ndarray,
+    cache: DiagonalCache | None = None,
+    traffic: Traffic | None = None,
+) -> np.ndarray:
     """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
-    ``cache`` keeps level tables of uniform diagonal blocks between executions."""
+    ``cache`` keeps level tables of uniform diagonal blocks between executions; ``traffic`` counts bytes."""
+    traffic = traffic if traffic is not None else Traffic()
     if segments and isinstance(segments[0], ProductLayer):
         initial_product(segments[0], nwires, psi)
         rest = segments[1:]
@@ -193,25 +215,32 @@ def forward(segments: list[Segment], nwires: int, psi: np.ndarray, cache: Diagon
         psi[:] = 0.0
         psi[0] = 1.0
         rest = segments
+    traffic.add(psi.size, 16)  # written once
     for seg in rest:
-        apply(seg, psi, nwires, cache)
+        apply(seg, psi, nwires, cache, traffic)
     return psi
 
 
-def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None) -> None:
+def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
+    traffic = traffic if traffic is not None else Traffic()
     if isinstance(seg, DiagonalBlock) and cache is not None and (uniform := _uniform(seg)) is not None:
         a0, c, masks = uniform
         K.phase_by_level(psi, cache.levels(nwires, masks), _level_phases(a0, c, masks.size, 1.0))
+        traffic.add(psi.size, STATE_PASS + LEVEL_BYTES)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
         K.diag_phase(psi, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, 1.0)
+        traffic.add(psi.size, STATE_PASS)
     elif isinstance(seg, ProductLayer):
         for run_bits, high, rest, transposed, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
             K.layer_apply(psi, run_bits, high, rest, transposed, mats, tile_bits)
+            traffic.add(psi.size, STATE_PASS)
     elif isinstance(seg, Dense):
         apply_matrix(seg.matrix, seg.axes, psi, nwires)
+        traffic.add(psi.size, 2 * STATE_PASS)  # tensordot into a new array, then copied back
     else:
         K.cnot(psi, seg.control, seg.target)
+        traffic.add(psi.size, STATE_PASS // 2)  # half the amplitudes swap
 
 
 def apply_matrix(matrix: np.ndarray, axes: tuple[int, ...], psi: np.ndarray, nwires: int) -> None:
@@ -231,9 +260,16 @@ def _has_parameters(seg: Segment) -> bool:
 
 
 def adjoint_gradient(
-    segments: list[Segment], nparams: int, phi: np.ndarray, lam: np.ndarray, nwires: int, cache: DiagonalCache | None = None
+    segments: list[Segment],
+    nparams: int,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    nwires: int,
+    cache: DiagonalCache | None = None,
+    traffic: Traffic | None = None,
 ) -> np.ndarray:
     """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten)."""
+    traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
     nthreads = K.threads()
     first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
@@ -248,8 +284,10 @@ def adjoint_gradient(
                 undo = _level_phases(a0, c, varying.size, -1.0)
                 levels = cache.levels(nwires, varying)
                 K.diag_adjoint_levels(phi, lam, levels, undo, t.low_bits, t.gmask, rowsum, moments, nthreads)
+                traffic.add(phi.size, 2 * STATE_PASS + LEVEL_BYTES)
             else:
                 K.diag_adjoint(phi, lam, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, rowsum, moments, nthreads)
+                traffic.add(phi.size, 2 * STATE_PASS)
             m = moments.sum(axis=0)
             low_mask = (1 << t.low_bits) - 1
             for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
@@ -270,6 +308,7 @@ def adjoint_gradient(
                 out = np.zeros((nthreads, len(params)))
                 inverses = np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
                 K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, inverses, tile_bits, generators, out, nthreads)
+                traffic.add(phi.size, 2 * STATE_PASS)
                 for i, p in enumerate(params):
                     if p >= 0:
                         grad[p] += out[:, i].sum()
@@ -277,7 +316,9 @@ def adjoint_gradient(
             inverse = np.conj(seg.matrix.T)
             apply_matrix(inverse, seg.axes, phi, nwires)
             apply_matrix(inverse, seg.axes, lam, nwires)
+            traffic.add(phi.size, 4 * STATE_PASS)
         else:
             K.cnot(phi, seg.control, seg.target)
             K.cnot(lam, seg.control, seg.target)
+            traffic.add(phi.size, STATE_PASS)
     return grad
