@@ -428,3 +428,29 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
                 assert tb >= kernels.SPECTATORS
     assert sorted(seen) == list(range(n))
     assert len(engine._layer_passes(layer, n)) == {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 26: 3, 31: 3}[n]
+
+
+def test_tracker_reports_the_bytes_the_kernels_move():
+    """p=1 QAOA at 16 wires: |+> written (16 B per amplitude), the cost by level (34), the mixer in two
+    tiled passes (2 x 32), then the energy (24); the gradient adds λ (40) and the adjoint sweeps of
+    the mixer (2 x 64) and the cost (66), and nothing more."""
+    n = 16
+    import networkx as nx
+
+    cost, mixer = qml.qaoa.maxcut(nx.gnm_random_graph(n, 24, seed=1967))
+    device = get_device(FUSED, wires=n)
+
+    @qml.qnode(device, diff_method="adjoint")
+    def circuit(p):
+        for w in range(n):
+            qml.Hadamard(w)
+        qml.qaoa.cost_layer(p[0], cost)
+        qml.qaoa.mixer_layer(p[1], mixer)
+        return qml.expval(cost)
+
+    with qml.Tracker(device) as tracker:
+        circuit(qml.numpy.array([0.2, 0.3], requires_grad=False))
+    assert tracker.totals["bytes_moved"] == (16 + 34 + 2 * 32 + 24) * 2**n
+    with qml.Tracker(device) as tracker:
+        qml.grad(circuit)(qml.numpy.array([0.2, 0.3], requires_grad=True))
+    assert tracker.totals["bytes_moved"] == (16 + 34 + 2 * 32 + 40 + 2 * 64 + 66) * 2**n
