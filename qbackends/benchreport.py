@@ -29,6 +29,8 @@ class Row:
     median: float
     ratio: float  # to the fastest backend at this size in this group
     cost: float | None  # price of one iteration, when a price is known
+    bytes_per_second: float | None = None  # what the backend's kernels moved, when it counts them
+    of_copy: float | None = None  # that, as a fraction of the machine's copy bandwidth in the same run
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
@@ -109,31 +111,68 @@ def _size_of(params: dict[str, Any]) -> int | None:
 
 def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = None) -> list[Row]:
     """One row per (group, backend, size) among benchmarks parametrised by a backend and a size, and
-    per backend of a benchmark that timed several side by side (``extra_info["medians"]``)."""
+    per backend of a benchmark that timed several side by side (``extra_info["medians"]``: backend ->
+    seconds, or kind -> backend -> seconds, a group per kind). With ``extra_info["bytes_moved"]``
+    (the same shape) and ``extra_info["copy_bytes_per_second"]``, a row also says what fraction of
+    the machine's copy bandwidth the backend reached."""
     cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    roofline: dict[tuple[str, int, str], tuple[float, float | None]] = {}
     for bench in benchmarks:
         params = bench.get("params") or {}
         backend, size = _backend_of(params), _size_of(params)
         group = bench.get("group") or re.sub(r"\[.*\]$", "", bench.get("name", ""))
-        medians = (bench.get("extra_info") or {}).get("medians")
+        extra = bench.get("extra_info") or {}
+        medians = extra.get("medians")
         if isinstance(medians, dict) and size is not None:  # interleaved: one benchmark, many backends
-            for name, seconds in medians.items():
-                if isinstance(seconds, (int, float)) and seconds > 0:
-                    cells[(group, size)][str(name)] = float(seconds)
+            moved = extra.get("bytes_moved") or {}
+            copy = extra.get("copy_bytes_per_second")
+            copy = float(copy) if isinstance(copy, (int, float)) and copy > 0 else None
+            for kind, by_name in _by_kind(group, medians):
+                for name, seconds in by_name.items():
+                    if isinstance(seconds, (int, float)) and seconds > 0:
+                        cells[(kind, size)][str(name)] = float(seconds)
+                        nbytes = _lookup(moved, group, kind, name)
+                        if isinstance(nbytes, (int, float)) and nbytes > 0:
+                            roofline[(kind, size, str(name))] = (nbytes / seconds, copy)
             continue
         if backend is None or size is None:
             continue
-        extra = {k: v for k, v in params.items() if k not in ("backend", "device", *SIZE_KEYS)}
-        if extra:
-            group += " (" + ", ".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")"
+        other = {k: v for k, v in params.items() if k not in ("backend", "device", *SIZE_KEYS)}
+        if other:
+            group += " (" + ", ".join(f"{k}={v}" for k, v in sorted(other.items())) + ")"
         cells[(group, size)][backend] = float(bench["stats"]["median"])
     out = []
     for (group, size), medians in sorted(cells.items()):
         best = min(medians.values())
         for backend, median in sorted(medians.items(), key=lambda kv: kv[1]):
             price = _price_for(backend, prices or {})
-            out.append(Row(group, backend, size, median, median / best, None if price is None else median * price))
+            rate, copy = roofline.get((group, size, backend), (None, None))
+            out.append(
+                Row(
+                    group,
+                    backend,
+                    size,
+                    median,
+                    median / best,
+                    None if price is None else median * price,
+                    rate,
+                    None if rate is None or copy is None else rate / copy,
+                )
+            )
     return out
+
+
+def _by_kind(group: str, medians: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """[(group, backend -> seconds)]: one entry, or one per kind when the medians are nested."""
+    if all(isinstance(v, dict) for v in medians.values()):
+        return [(f"{group}: {kind}", by_name) for kind, by_name in medians.items()]
+    return [(group, medians)]
+
+
+def _lookup(moved: dict[str, Any], group: str, kind_group: str, name: str) -> Any:
+    if kind_group != group:  # nested by kind, as the medians
+        return (moved.get(kind_group[len(group) + 2 :]) or {}).get(name)
+    return moved.get(name)
 
 
 def format_table(table: list[Row]) -> str:
@@ -141,10 +180,22 @@ def format_table(table: list[Row]) -> str:
         return "no benchmark here is parametrised by a backend and a size (nodes, wires, nwires, qubits)."
     lines = []
     for group in dict.fromkeys(r.group for r in table):
-        lines += [f"## {group}", "", "| size | backend | median (s) | x fastest | $ per iteration |", "|---:|---|---:|---:|---:|"]
-        for r in (r for r in table if r.group == group):
+        members = [r for r in table if r.group == group]
+        header = "| size | backend | median (s) | x fastest | $ per iteration |"
+        rule = "|---:|---|---:|---:|---:|"
+        measured = any(r.bytes_per_second is not None for r in members)
+        if measured:  # the roofline: bytes the kernels moved per second, against copy bandwidth
+            header += " GB/s moved | of copy bandwidth |"
+            rule += "---:|---:|"
+        lines += [f"## {group}", "", header, rule]
+        for r in members:
             cost = f"{r.cost:.3g}" if r.cost is not None else "-"
-            lines.append(f"| {r.size} | {r.backend} | {r.median:.4g} | {r.ratio:.2f} | {cost} |")
+            line = f"| {r.size} | {r.backend} | {r.median:.4g} | {r.ratio:.2f} | {cost} |"
+            if measured:
+                rate = f"{r.bytes_per_second / 1e9:.1f}" if r.bytes_per_second is not None else "-"
+                share = f"{r.of_copy:.0%}" if r.of_copy is not None else "-"
+                line += f" {rate} | {share} |"
+            lines.append(line)
         lines.append("")
     return "\n".join(lines)
 

@@ -109,3 +109,34 @@ def test_a_benchmark_of_several_backends_side_by_side_gives_a_row_each():
         ("auto: batched.qubit", 8, 1.0),
         ("lightning.qubit adjoint (per sample)", 8, pytest.approx(0.257 / 0.0016)),
     ]
+
+
+def test_the_roofline_column_for_a_backend_that_counts_its_bytes():
+    """The QAOA roofline benchmark: medians per kind of step, fused.qubit's bytes moved, and the copy
+    bandwidth measured in the same run give a table per kind with GB/s and the fraction of copy."""
+    bench = {
+        "group": "QAOA p=2, qml.qaoa layers",
+        "name": "test_qaoa_roofline[22-unweighted]",
+        "params": {"nodes": 22, "weighted": False},
+        "stats": {"median": 9.0},
+        "extra_info": {
+            "medians": {
+                "value+gradient": {"local:qbackends/fused.qubit": 0.25, "local:pennylane/lightning.qubit": 7.5},
+                "energy": {"local:qbackends/fused.qubit": 0.1, "local:pennylane/lightning.qubit": 1.5},
+            },
+            "bytes_moved": {
+                "value+gradient": {"local:qbackends/fused.qubit": 2.5e9},
+                "energy": {"local:qbackends/fused.qubit": 1.0e9},
+            },
+            "copy_bytes_per_second": 20e9,
+        },
+    }
+    rows = benchreport.rows([bench])
+    fused = {r.group: r for r in rows if r.backend.endswith("fused.qubit")}
+    assert fused["QAOA p=2, qml.qaoa layers: value+gradient"].of_copy == pytest.approx(0.5)
+    assert fused["QAOA p=2, qml.qaoa layers: energy"].bytes_per_second == pytest.approx(10e9)
+    lightning = next(r for r in rows if r.group.endswith("value+gradient") and r.backend.endswith("lightning.qubit"))
+    assert lightning.ratio == pytest.approx(30.0) and lightning.of_copy is None
+    text = benchreport.format_table(rows)
+    assert "| 22 | local:qbackends/fused.qubit | 0.25 | 1.00 | - | 10.0 | 50% |" in text
+    assert "| 22 | local:pennylane/lightning.qubit | 7.5 | 30.00 | - | - | - |" in text
