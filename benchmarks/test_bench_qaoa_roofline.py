@@ -144,11 +144,11 @@ def test_qaoa_roofline(benchmark, nodes, weighted):
     for name, step in candidates.items():
         if name.endswith("value+gradient"):
             step()
+    benchmark.group = f"QAOA p=2, qml.qaoa layers{', weighted' if weighted else ''}"
     bandwidth = copy_bandwidth(nodes)
     medians = _interleaved(benchmark, candidates, rounds=3 if nodes <= 22 else 2)
     bandwidth = (bandwidth + copy_bandwidth(nodes)) / 2  # before and after the rounds
     label = f"{nodes} nodes{' weighted' if weighted else ''}"
-    benchmark.group = f"QAOA p=2, qml.qaoa layers{', weighted' if weighted else ''}"
     kinds = ("value+gradient", "energy")  # bench report: a table per kind, the roofline column from bytes_moved
     benchmark.extra_info.update(
         medians={k: {n.rsplit(": ", 1)[0]: t for n, t in medians.items() if n.endswith(k)} for k in kinds},

@@ -131,6 +131,16 @@ def _uniform(block: DiagonalBlock) -> tuple[float, float, np.ndarray] | None:
     return float(coefs[~varying].sum()), float(coefs[varying][0]), masks[varying]
 
 
+def _phase_tables(t: Tables, sign: float) -> tuple:
+    """(phase_a, bmask, bcoef, gmask, phase_c) for the table kernels: exp(i·sign·A) and exp(±i·sign·C_g)
+    as (real, imaginary) rows."""
+    a = np.exp(1j * sign * t.a)
+    c = np.exp(1j * sign * t.c[:, None, :] * np.array([1.0, -1.0])[None, :, None])  # (G, ±, 2^L)
+    phase_a = np.ascontiguousarray(np.stack([a.real, a.imag]))
+    phase_c = np.ascontiguousarray(np.stack([c.real, c.imag], axis=2))  # (G, ±, re/im, 2^L)
+    return phase_a, t.bmask, t.bcoef, t.gmask, phase_c
+
+
 def _level_phases(a0: float, c: float, terms: int, sign: float) -> np.ndarray:
     angles = a0 + c * (terms - 2.0 * np.arange(terms + 1))
     return np.exp(1j * sign * angles)
@@ -223,7 +233,7 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
         traffic.add(psi.size, STATE_PASS + LEVEL_BYTES)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
-        K.diag_phase(psi, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, 1.0)
+        K.diag_phase_tables(psi, t.low_bits, *_phase_tables(t, 1.0), 1.0)
         traffic.add(psi.size, STATE_PASS)
     elif isinstance(seg, ProductLayer):
         for run_bits, high, rest, transposed, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
@@ -280,7 +290,7 @@ def adjoint_gradient(
                 K.diag_adjoint_levels(phi, lam, levels, undo, t.low_bits, t.gmask, rowsum, moments, nthreads)
                 traffic.add(phi.size, 2 * STATE_PASS + LEVEL_BYTES)
             else:
-                K.diag_adjoint(phi, lam, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, rowsum, moments, nthreads)
+                K.diag_adjoint_tables(phi, lam, t.low_bits, *_phase_tables(t, -1.0), rowsum, moments, nthreads)
                 traffic.add(phi.size, 2 * STATE_PASS)
             m = moments.sum(axis=0)
             low_mask = (1 << t.low_bits) - 1

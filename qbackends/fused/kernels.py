@@ -1,8 +1,10 @@
 """Numba kernels of the fused simulator. The state is split as k = (hi, lo) with ``lo`` the ``L`` low bits.
 
 Diagonal blocks: angle(k) = A[lo] + Σ_j bcoef_j z(hi & bmask_j) + Σ_g z(hi & gmask_g) C[g, lo], where
-z(x) = (-1)^popcount(x). One pass applies exp(i·sign·angle) to the state (and to λ in the adjoint pass).
-Product layers: single-qubit gates on distinct wires applied tile by tile in cache.
+z(x) = (-1)^popcount(x). One pass applies exp(i·sign·angle) to the state (and to λ in the adjoint pass),
+as a product of precomputed phase tables, or, when the angle takes few values (an unweighted cut),
+from a table indexed by each amplitude's level: no trigonometry per amplitude either way.
+Product layers: single-qubit gates on distinct wires, tile by tile in split real/imaginary buffers.
 Kernels are compiled on first use and cached on disk (``cache=True``).
 """
 
@@ -55,25 +57,75 @@ def _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, out):
             out[lo] += s * table_c[g, lo]
 
 
+@njit(cache=True, inline="always")
+def _chunk_phases(hi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign, re, im):
+    """(re, im) = exp(i·sign·angle(hi, lo)) for the chunk ``hi``, without trigonometry per amplitude:
+    phase_a[p, lo] = exp(i·sign·A[lo]) and phase_c[g, ±, p, lo] = exp(±i·sign·C[g, lo]) (p: real,
+    imaginary part) are multiplied in, one vectorised sweep per group; the high-only terms are one
+    scalar phase per chunk."""
+    base = 0.0
+    for j in range(bmask.size):
+        base += bcoef[j] * zsign(hi & bmask[j])
+    br, bi = np.cos(sign * base), np.sin(sign * base)
+    size = np.uint64(1) << np.uint64(low_bits)
+    for lo in range(size):
+        ar, ai = phase_a[0, lo], phase_a[1, lo]
+        re[lo] = ar * br - ai * bi
+        im[lo] = ar * bi + ai * br
+    for g in range(gmask.size):
+        table = phase_c[g, 0 if zsign(hi & gmask[g]) > 0 else 1]
+        for lo in range(size):
+            xr, xi, cr, ci = re[lo], im[lo], table[0, lo], table[1, lo]
+            re[lo] = xr * cr - xi * ci
+            im[lo] = xr * ci + xi * cr
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def diag_phase_tables(psi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign):
+    """psi[k] *= exp(i·sign·angle(k)): a whole block of commuting diagonal gates in one pass, from phase tables."""
+    size = 1 << low_bits
+    for hi in prange(psi.size >> low_bits):
+        re = np.empty(size)
+        im = np.empty(size)
+        _chunk_phases(hi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign, re, im)
+        off = hi * size
+        for lo in range(size):
+            psi[off + lo] *= complex(re[lo], im[lo])
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_c, rowsum, moments, nthreads):
+    """One adjoint pass over a diagonal block.
+
+    With q(k) = Im(conj(λ_k) φ_k) at the point after the block, accumulates
+    rowsum[hi] = Σ_lo q, moments[t, 0, lo] = Σ_hi q, moments[t, 1+g, lo] = Σ_hi z(hi & gmask_g) q
+    (one slice per thread t), then undoes the block on φ and λ (tables built for sign -1).
+    """
+    size = 1 << low_bits
+    chunks = phi.size >> low_bits
+    per = (chunks + nthreads - 1) // nthreads
+    for t in prange(nthreads):
+        re = np.empty(size)
+        im = np.empty(size)
+        q = np.empty(size)
+        for hi in range(t * per, min(chunks, (t + 1) * per)):
+            _chunk_phases(hi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, -1.0, re, im)
+            off = hi * size
+            for lo in range(size):
+                p, lm = phi[off + lo], lam[off + lo]
+                q[lo] = lm.real * p.imag - lm.imag * p.real
+                phase = complex(re[lo], im[lo])
+                phi[off + lo] = p * phase
+                lam[off + lo] = lm * phase
+            rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
+
+
 @njit(cache=True, parallel=True)
 def diag_values(out, low_bits, table_a, bmask, bcoef, gmask, table_c):
     """out[k] = angle(k): the diagonal of a sum of Z products (an observable or a block's generator)."""
     size = 1 << low_bits
     for hi in prange(out.size >> low_bits):
         _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, out[hi * size : (hi + 1) * size])
-
-
-@njit(cache=True, parallel=True)
-def diag_phase(psi, low_bits, table_a, bmask, bcoef, gmask, table_c, sign):
-    """psi[k] *= exp(i·sign·angle(k)): a whole block of commuting diagonal gates in one pass."""
-    size = 1 << low_bits
-    for hi in prange(psi.size >> low_bits):
-        angles = np.empty(size)
-        _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, angles)
-        off = hi * size
-        for lo in range(size):
-            a = sign * angles[lo]
-            psi[off + lo] *= complex(np.cos(a), np.sin(a))
 
 
 @njit(cache=True, inline="always")
@@ -91,33 +143,6 @@ def _accumulate_moments(q, hi, gmask, moments, t):
         for lo in range(size):
             row[lo] += sign * q[lo]
     return total
-
-
-@njit(cache=True, parallel=True, fastmath=True)
-def diag_adjoint(phi, lam, low_bits, table_a, bmask, bcoef, gmask, table_c, rowsum, moments, nthreads):
-    """One adjoint pass over a diagonal block.
-
-    With q(k) = Im(conj(λ_k) φ_k) at the point after the block, accumulates
-    rowsum[hi] = Σ_lo q, moments[t, 0, lo] = Σ_hi q, moments[t, 1+g, lo] = Σ_hi z(hi & gmask_g) q
-    (one slice per thread t), then undoes the block on φ and λ.
-    """
-    size = 1 << low_bits
-    chunks = phi.size >> low_bits
-    per = (chunks + nthreads - 1) // nthreads
-    for t in prange(nthreads):
-        angles = np.empty(size)
-        q = np.empty(size)
-        for hi in range(t * per, min(chunks, (t + 1) * per)):
-            _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, angles)
-            off = hi * size
-            for lo in range(size):
-                p, lm = phi[off + lo], lam[off + lo]
-                q[lo] = lm.real * p.imag - lm.imag * p.real
-                a = -angles[lo]
-                phase = complex(np.cos(a), np.sin(a))
-                phi[off + lo] = p * phase
-                lam[off + lo] = lm * phase
-            rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
 @njit(cache=True, parallel=True)
