@@ -278,6 +278,7 @@ def adjoint_gradient(
     nthreads = K.threads()
     first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
     for seg in reversed(segments[first_needed:]):  # segments before the first parameter need no undoing
+        undo = seg is not segments[first_needed]  # nor does the first one: its moments are the last needed
         if isinstance(seg, DiagonalBlock):
             masks, coefs = np.array(seg.masks, dtype=np.int64), np.array(seg.coefs)
             t = split_tables(masks, coefs, nwires)
@@ -285,13 +286,13 @@ def adjoint_gradient(
             moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
             if cache is not None and (uniform := _uniform(seg)) is not None:
                 a0, c, varying = uniform
-                undo = _level_phases(a0, c, varying.size, -1.0)
+                phases = _level_phases(a0, c, varying.size, -1.0)
                 levels = cache.levels(nwires, varying)
-                K.diag_adjoint_levels(phi, lam, levels, undo, t.low_bits, t.gmask, rowsum, moments, nthreads)
-                traffic.add(phi.size, 2 * STATE_PASS + LEVEL_BYTES)
+                K.diag_adjoint_levels(phi, lam, levels, phases, t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
+                traffic.add(phi.size, (2 * STATE_PASS if undo else STATE_PASS) + LEVEL_BYTES)
             else:
-                K.diag_adjoint_tables(phi, lam, t.low_bits, *_phase_tables(t, -1.0), rowsum, moments, nthreads)
-                traffic.add(phi.size, 2 * STATE_PASS)
+                K.diag_adjoint_tables(phi, lam, t.low_bits, *_phase_tables(t, -1.0), rowsum, moments, nthreads, undo)
+                traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
             m = moments.sum(axis=0)
             low_mask = (1 << t.low_bits) - 1
             for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
@@ -311,8 +312,8 @@ def adjoint_gradient(
             for run_bits, high, rest, transposed, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
                 out = np.zeros((nthreads, len(params)))
                 inverses = np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
-                K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, inverses, tile_bits, generators, out, nthreads)
-                traffic.add(phi.size, 2 * STATE_PASS)
+                K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, inverses, tile_bits, generators, out, nthreads, undo)
+                traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
                 for i, p in enumerate(params):
                     if p >= 0:
                         grad[p] += out[:, i].sum()

@@ -94,12 +94,12 @@ def diag_phase_tables(psi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_c, rowsum, moments, nthreads):
+def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_c, rowsum, moments, nthreads, undo):
     """One adjoint pass over a diagonal block.
 
     With q(k) = Im(conj(λ_k) φ_k) at the point after the block, accumulates
     rowsum[hi] = Σ_lo q, moments[t, 0, lo] = Σ_hi q, moments[t, 1+g, lo] = Σ_hi z(hi & gmask_g) q
-    (one slice per thread t), then undoes the block on φ and λ (tables built for sign -1).
+    (one slice per thread t), then, if ``undo``, undoes the block on φ and λ (tables built for sign -1).
     """
     size = 1 << low_bits
     chunks = phi.size >> low_bits
@@ -114,9 +114,10 @@ def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_
             for lo in range(size):
                 p, lm = phi[off + lo], lam[off + lo]
                 q[lo] = lm.real * p.imag - lm.imag * p.real
-                phase = complex(re[lo], im[lo])
-                phi[off + lo] = p * phase
-                lam[off + lo] = lm * phase
+                if undo:
+                    phase = complex(re[lo], im[lo])
+                    phi[off + lo] = p * phase
+                    lam[off + lo] = lm * phase
             rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
@@ -166,7 +167,7 @@ def phase_by_level(psi, levels, table):
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moments, nthreads):
+def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moments, nthreads, undo):
     """diag_adjoint for a block applied by level: the undo multiplies by table[levels[k]]."""
     size = 1 << low_bits
     chunks = phi.size >> low_bits
@@ -178,9 +179,10 @@ def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moment
             for lo in range(size):
                 p, lm = phi[off + lo], lam[off + lo]
                 q[lo] = lm.real * p.imag - lm.imag * p.real
-                phase = table[levels[off + lo]]
-                phi[off + lo] = p * phase
-                lam[off + lo] = lm * phase
+                if undo:
+                    phase = table[levels[off + lo]]
+                    phi[off + lo] = p * phase
+                    lam[off + lo] = lm * phase
             rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
@@ -372,7 +374,7 @@ def layer_apply(psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads):
+def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads, undo):
     """One adjoint pass over a product layer: out[t, i] += Im⟨λ|P_i|φ⟩ (P = X for 1, Y for 2) and
     φ, λ ← U_i† φ, U_i† λ (``inverses[i]``) for every gate of the pass. The gates act on distinct
     wires and P_i commutes with U_i, so each moment may be taken before or after any undoing."""
@@ -395,8 +397,9 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
                     out[t, i] += _undo_with_moment(a, b, c, d, tile_bits[i], inverses[i], generators[i])
             for i in range(inner, inverses.shape[0]):
                 out[t, i] += _undo_with_moment(pre, pim, lre, lim, tile_bits[i], inverses[i], generators[i])
-            _scatter(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
-            _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+            if undo:  # the last segment differentiated: moments only, φ and λ are not needed after it
+                _scatter(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
+                _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
 
 
 @njit(cache=True, parallel=True)
