@@ -20,12 +20,13 @@ BATCHED = "local:qbackends/batched.qubit"
 DEFAULT_QUBIT = "local:pennylane/default.qubit"
 
 # Seconds per amplitude of one p=2 value+gradient step, measured on the 2-core CI machine
-# (gnm(22, 33), p=2: lightning.qubit 10.65 s, fused.qubit 1.16 s); a step scales with 2^n and p.
-LIGHTNING_SECONDS_PER_AMPLITUDE = 10.65 / 2**22
-# Below this size a QAOA step is all per-gate overhead, where lightning.qubit wins (interleaved medians,
-# ms: 12 qubits fused 11.8 / lightning 8.7; 14: 15.2 / 15.1; 16: 26.6 / 45.2).
-FUSED_MIN_WIRES = 15
-FUSED_SECONDS_PER_AMPLITUDE = 1.16 / 2**22
+# (gnm(22, 33), p=2, qml.qaoa layers: lightning.qubit 7.91 s, fused.qubit 0.30 s; docs/benchmarks.md);
+# a step scales with 2^n and p.
+LIGHTNING_SECONDS_PER_AMPLITUDE = 7.91 / 2**22
+# fused.qubit is faster from here on (interleaved medians, ms, the workload's IsingZZ+RX circuit: 6 qubits
+# fused 4.5 / lightning 5.8; 8: 4.9 / 5.4; 10: 6.5 / 7.1; 12: 8.7 / 9.9; 14: 11.2 / 16.2; 16: 16.0 / 48.8).
+FUSED_MIN_WIRES = 6
+FUSED_SECONDS_PER_AMPLITUDE = 0.30 / 2**22
 
 # The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians of the
 # run in docs/benchmarks.md): batched.qubit 0.75 / 1.6 / 11 / 163 at 4 / 8 / 12 / 16 wires against
@@ -61,8 +62,9 @@ KINDS = {
 # Why auto takes each of qbackends' own backends where it does (``qbackends probe`` shows it).
 ROLES = {
     "qbackends/fused.qubit": (
-        "for QAOA gradients (diagonal-heavy) once its kernels are compiled; never for general circuits such as "
-        "the QNN layer, where it runs a gate at a time and is 3-7x slower than lightning.qubit"
+        f"for QAOA gradients (diagonal-heavy) from {FUSED_MIN_WIRES} wires once its kernels are compiled; never for "
+        "general circuits such as the QNN layer, where it runs each sample on its own and is 1.1-1.2x slower than "
+        "lightning.qubit (batch 16: 156 vs 143 ms at 4 wires, 302 vs 261 ms at 8)"
     ),
     "qbackends/batched.qubit": (
         f"for the QNN's minibatches up to {BATCHED_MAX_WIRES} wires (the whole batch in one call); not for generic "
