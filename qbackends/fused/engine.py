@@ -131,14 +131,13 @@ def _uniform(block: DiagonalBlock) -> tuple[float, float, np.ndarray] | None:
     return float(coefs[~varying].sum()), float(coefs[varying][0]), masks[varying]
 
 
-def _phase_tables(t: Tables, sign: float) -> tuple:
-    """(phase_a, bmask, bcoef, gmask, phase_c) for the table kernels: exp(i·sign·A) and exp(±i·sign·C_g)
-    as (real, imaginary) rows."""
+def _phase_tables(t: Tables, sign: float) -> tuple[np.ndarray, np.ndarray]:
+    """(phase_a, phase_c) for the table kernels: exp(i·sign·A) and exp(±i·sign·C_g) as (real, imaginary) rows."""
     a = np.exp(1j * sign * t.a)
     c = np.exp(1j * sign * t.c[:, None, :] * np.array([1.0, -1.0])[None, :, None])  # (G, ±, 2^L)
     phase_a = np.ascontiguousarray(np.stack([a.real, a.imag]))
     phase_c = np.ascontiguousarray(np.stack([c.real, c.imag], axis=2))  # (G, ±, re/im, 2^L)
-    return phase_a, t.bmask, t.bcoef, t.gmask, phase_c
+    return phase_a, phase_c
 
 
 def _level_phases(a0: float, c: float, terms: int, sign: float) -> np.ndarray:
@@ -233,7 +232,8 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
         traffic.add(psi.size, STATE_PASS + LEVEL_BYTES)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
-        K.diag_phase_tables(psi, t.low_bits, *_phase_tables(t, 1.0), 1.0)
+        phase_a, phase_c = _phase_tables(t, 1.0)
+        K.diag_phase_tables(psi, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, 1.0)
         traffic.add(psi.size, STATE_PASS)
     elif isinstance(seg, ProductLayer):
         for run_bits, high, rest, transposed, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
@@ -291,7 +291,10 @@ def adjoint_gradient(
                 K.diag_adjoint_levels(phi, lam, levels, phases, t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
                 traffic.add(phi.size, (2 * STATE_PASS if undo else STATE_PASS) + LEVEL_BYTES)
             else:
-                K.diag_adjoint_tables(phi, lam, t.low_bits, *_phase_tables(t, -1.0), rowsum, moments, nthreads, undo)
+                phase_a, phase_c = _phase_tables(t, -1.0)
+                K.diag_adjoint_tables(
+                    phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo
+                )
                 traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
             m = moments.sum(axis=0)
             low_mask = (1 << t.low_bits) - 1
