@@ -7,6 +7,8 @@ shows the comparison side by side.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections import defaultdict
 
 import pytest
@@ -46,6 +48,22 @@ def record(benchmark):
             _EXTRA[group][name] = extra
 
     return _record
+
+
+def interleaved_medians(benchmark, steps: dict, rounds: int, consecutive: int = 1) -> dict[str, float]:
+    """Median seconds of each step, the steps run in turn round by round (``consecutive`` times each
+    per round): on a shared machine, one after another they drift apart by tens of percent."""
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
+
+    def one_round():
+        for name, step in steps.items():
+            for _ in range(consecutive):
+                start = time.perf_counter()
+                step()
+                seconds[name].append(time.perf_counter() - start)
+
+    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    return {name: statistics.median(times) for name, times in seconds.items()}
 
 
 def record_seconds(group: str, name: str, seconds: float, extra: str = "") -> None:

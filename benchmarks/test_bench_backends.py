@@ -7,12 +7,11 @@ simulator, Qulacs, and Qiskit Aer when pennylane-qiskit is installed) run in the
 
 from __future__ import annotations
 
-import statistics
-import time
 from importlib import metadata
 
 import pennylane as qml
 import pytest
+from conftest import interleaved_medians
 from qaoa_circuits import value_and_gradient
 
 from qbackends import QBackendsError, capabilities, get_device, get_registry
@@ -94,17 +93,9 @@ def test_qaoa_value_and_gradient(benchmark, nodes):
         step, *_ = value_and_gradient(device, nodes, "fast")
         step()
         steps[backend] = step
-    seconds: dict[str, list[float]] = {name: [] for name in steps}
-
-    def one_round():
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            seconds[name].append(time.perf_counter() - start)
-
     benchmark.group = "QAOA p=2 value + adjoint gradient per iteration"
-    benchmark.pedantic(one_round, rounds=5 if nodes <= 18 else 2, iterations=1)
-    benchmark.extra_info.update(medians={name: statistics.median(t) for name, t in seconds.items()}, skipped=skipped)
+    medians = interleaved_medians(benchmark, steps, rounds=5 if nodes <= 18 else 2)
+    benchmark.extra_info.update(medians=medians, skipped=skipped)
 
 
 @pytest.mark.parametrize("nodes", SIZES)

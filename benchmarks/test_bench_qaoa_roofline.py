@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 import pennylane as qml
 import pytest
-from conftest import record_seconds
+from conftest import interleaved_medians, record_seconds
 from numba import njit, prange
 
 from qbackends import capabilities, get_device, get_registry
@@ -80,20 +80,6 @@ def _runnable(device_string: str) -> bool:
     return capabilities.evaluate(backend, facts_for(registry)).ok
 
 
-def _interleaved(benchmark, candidates: dict, rounds: int) -> dict[str, float]:
-    """Median seconds per candidate, every candidate once per round, in turn."""
-    seconds: dict[str, list[float]] = {name: [] for name in candidates}
-
-    def one_round():
-        for name, step in candidates.items():
-            start = time.perf_counter()
-            step()
-            seconds[name].append(time.perf_counter() - start)
-
-    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
-    return {name: statistics.median(times) for name, times in seconds.items()}
-
-
 def _fused_bytes(nodes: int, weighted: bool) -> tuple[dict[str, int], float, dict]:
     """Bytes a fused step moves (value+gradient, energy), the peak memory (traced from the device's
     creation on) in state vectors, and the two steps."""
@@ -146,7 +132,7 @@ def test_qaoa_roofline(benchmark, nodes, weighted):
             step()
     benchmark.group = f"QAOA p=2, qml.qaoa layers{', weighted' if weighted else ''}"
     bandwidth = copy_bandwidth(nodes)
-    medians = _interleaved(benchmark, candidates, rounds=3 if nodes <= 22 else 2)
+    medians = interleaved_medians(benchmark, candidates, rounds=3 if nodes <= 22 else 2)
     bandwidth = (bandwidth + copy_bandwidth(nodes)) / 2  # before and after the rounds
     label = f"{nodes} nodes{' weighted' if weighted else ''}"
     kinds = ("value+gradient", "energy")  # bench report: a table per kind, the roofline column from bytes_moved

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 import pytest
 import torch
-from conftest import record_seconds
+from conftest import interleaved_medians, record_seconds
 
 from qbackends.workloads import qnn
 
@@ -173,23 +170,12 @@ def test_qnn_layer_batch_step(benchmark, nwires):
     expected = steps[PATHS[1]]()
     for name, step in steps.items():
         assert torch.allclose(step(), expected, atol=1e-10, rtol=0), name  # also warms up (compiles) every path
-    seconds: dict[str, list[float]] = {name: [] for name in steps}
-
     consecutive = 5 if nwires <= 8 else 2 if nwires <= 12 else 1
-
-    def one_round():
-        for name, step in steps.items():
-            for _ in range(consecutive):
-                start = time.perf_counter()
-                step()
-                seconds[name].append(time.perf_counter() - start)
-
     benchmark.group = "QNN quantum layer, batch 16, forward+backward"
-    benchmark.pedantic(one_round, rounds=7 if nwires <= 12 else 3, iterations=1)
-    lightning = statistics.median(seconds[PATHS[0]])
-    benchmark.extra_info["medians"] = {name: statistics.median(times) for name, times in seconds.items()}  # bench report
-    for name, times in seconds.items():
-        median = statistics.median(times)
+    medians = interleaved_medians(benchmark, steps, rounds=7 if nwires <= 12 else 3, consecutive=consecutive)
+    lightning = medians[PATHS[0]]
+    benchmark.extra_info["medians"] = medians  # bench report
+    for name, median in medians.items():
         record_seconds(
             f"qnn: quantum layer, batch 16, forward+backward, {nwires} wires",
             name,

@@ -219,49 +219,48 @@ def _run_start(tile, rest_bits, high_bits, run):
 
 
 @njit(cache=True, inline="always")
+def _run_starts(tile, rest_bits, high_bits):
+    """The first amplitude of each run of a tile (one run per value of its high bits)."""
+    starts = np.empty(1 << high_bits.size, dtype=np.uint64)
+    for run in range(starts.size):
+        starts[run] = _run_start(tile, rest_bits, high_bits, run)
+    return starts
+
+
+@njit(cache=True, inline="always")
 def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise);
     ``transposed``: the high bits are the tile's lowest bits."""
     size = np.uint64(1) << np.uint64(run_bits)
+    starts = _run_starts(tile, rest_bits, high_bits)
+    runs = np.uint64(starts.size)
     if transposed:
-        runs = 1 << high_bits.size
-        starts = np.empty(runs, dtype=np.uint64)
-        for run in range(runs):
-            starts[run] = _run_start(tile, rest_bits, high_bits, run)
         for j in range(size):
-            base = j * np.uint64(runs)
             for run in range(runs):
                 p = psi[starts[run] + j]
-                re[base + run] = p.real
-                im[base + run] = p.imag
+                re[j * runs + run] = p.real
+                im[j * runs + run] = p.imag
         return
-    for run in range(1 << high_bits.size):
-        start = np.uint64(_run_start(tile, rest_bits, high_bits, run))
-        off = np.uint64(run) * size
+    for run in range(runs):
         for j in range(size):
-            p = psi[start + j]
-            re[off + j] = p.real
-            im[off + j] = p.imag
+            p = psi[starts[run] + j]
+            re[run * size + j] = p.real
+            im[run * size + j] = p.imag
 
 
 @njit(cache=True, inline="always")
 def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
+    starts = _run_starts(tile, rest_bits, high_bits)
+    runs = np.uint64(starts.size)
     if transposed:
-        runs = 1 << high_bits.size
-        starts = np.empty(runs, dtype=np.uint64)
-        for run in range(runs):
-            starts[run] = _run_start(tile, rest_bits, high_bits, run)
         for j in range(size):
-            base = j * np.uint64(runs)
             for run in range(runs):
-                psi[starts[run] + j] = complex(re[base + run], im[base + run])
+                psi[starts[run] + j] = complex(re[j * runs + run], im[j * runs + run])
         return
-    for run in range(1 << high_bits.size):
-        start = np.uint64(_run_start(tile, rest_bits, high_bits, run))
-        off = np.uint64(run) * size
+    for run in range(runs):
         for j in range(size):
-            psi[start + j] = complex(re[off + j], im[off + j])
+            psi[starts[run] + j] = complex(re[run * size + j], im[run * size + j])
 
 
 @njit(cache=True, inline="always")
