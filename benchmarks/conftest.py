@@ -20,10 +20,16 @@ _MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
 _EXTRA: dict[str, dict[str, str]] = defaultdict(dict)
 
 
+def skip_reason(key: str) -> str | None:
+    """Why the backend ``key`` ("pennylane/lightning.qubit") cannot run here, as the probe says; None when it can."""
+    registry = get_registry()
+    backend = registry.backends[key]
+    caps = capabilities.evaluate(backend, facts_for(registry))
+    return None if caps.ok else f"{backend.device_string}: {caps.reason}"
+
+
 def runnable_cpu_backends() -> list:
     """pytest params for the backends `qbackends list` says run here; the others skip with the probe's reason."""
-    registry = get_registry()
-    facts = facts_for(registry)
     params = []
     for key in (
         "pennylane/lightning.qubit",
@@ -31,10 +37,9 @@ def runnable_cpu_backends() -> list:
         "pennylane/lightning.gpu",
         "pennylane/lightning.amdgpu",
     ):
-        backend = registry.backends[key]
-        caps = capabilities.evaluate(backend, facts)
-        marks = [] if caps.ok else [pytest.mark.skip(reason=f"{backend.device_string}: {caps.reason}")]
-        params.append(pytest.param(backend.simulator, marks=marks, id=backend.simulator))
+        reason = skip_reason(key)
+        marks = [] if reason is None else [pytest.mark.skip(reason=reason)]
+        params.append(pytest.param(key.split("/")[1], marks=marks, id=key.split("/")[1]))
     return params
 
 

@@ -18,11 +18,10 @@ import networkx as nx
 import numpy as np
 import pennylane as qml
 import pytest
-from conftest import interleaved_medians, record_seconds
+from conftest import interleaved_medians, record_seconds, skip_reason
 from numba import njit, prange
 
-from qbackends import capabilities, get_device, get_registry
-from qbackends.device import facts_for
+from qbackends import get_device
 from qbackends.workloads import qaoa
 
 FUSED = "local:qbackends/fused.qubit"
@@ -74,12 +73,6 @@ def copy_bandwidth(nodes: int, rounds: int = 7) -> float:
     return 2 * src.nbytes / statistics.median(times)
 
 
-def _runnable(device_string: str) -> bool:
-    registry = get_registry()
-    backend = registry.backends[device_string.removeprefix("local:")]
-    return capabilities.evaluate(backend, facts_for(registry)).ok
-
-
 def _fused_bytes(nodes: int, weighted: bool) -> tuple[dict[str, int], float, dict]:
     """Bytes a fused step moves (value+gradient, energy), the peak memory (traced from the device's
     creation on) in state vectors, and the two steps."""
@@ -119,7 +112,7 @@ def test_qaoa_roofline(benchmark, nodes, weighted):
     candidates = {f"{FUSED}: {kind}": step for kind, step in fused_steps.items()}
     if nodes <= 22:
         for backend in LIGHTNING if not weighted else LIGHTNING[:1]:
-            if _runnable(backend):
+            if skip_reason(backend.removeprefix("local:")) is None:
                 gradient, energy = user_circuit(get_device(backend, wires=nodes), nodes, weighted)
                 candidates[f"{backend}: value+gradient"] = gradient
                 candidates[f"{backend}: energy"] = energy

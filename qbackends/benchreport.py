@@ -127,11 +127,11 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
             moved = extra.get("bytes_moved") or {}
             copy = extra.get("copy_bytes_per_second")
             copy = float(copy) if isinstance(copy, (int, float)) and copy > 0 else None
-            for kind, by_name in _by_kind(group, medians):
+            for kind, by_name, bytes_by_name in _by_kind(group, medians, moved):
                 for name, seconds in by_name.items():
                     if isinstance(seconds, (int, float)) and seconds > 0:
                         cells[(kind, size)][str(name)] = float(seconds)
-                        nbytes = _lookup(moved, group, kind, name)
+                        nbytes = bytes_by_name.get(name)
                         if isinstance(nbytes, (int, float)) and nbytes > 0:
                             roofline[(kind, size, str(name))] = (nbytes / seconds, copy)
             continue
@@ -162,17 +162,12 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
     return out
 
 
-def _by_kind(group: str, medians: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """[(group, backend -> seconds)]: one entry, or one per kind when the medians are nested."""
+def _by_kind(group: str, medians: dict[str, Any], moved: dict[str, Any]) -> list[tuple[str, dict, dict]]:
+    """[(group, backend -> seconds, backend -> bytes)]: one entry, or one per kind when the medians
+    (and bytes) are nested by kind."""
     if all(isinstance(v, dict) for v in medians.values()):
-        return [(f"{group}: {kind}", by_name) for kind, by_name in medians.items()]
-    return [(group, medians)]
-
-
-def _lookup(moved: dict[str, Any], group: str, kind_group: str, name: str) -> Any:
-    if kind_group != group:  # nested by kind, as the medians
-        return (moved.get(kind_group[len(group) + 2 :]) or {}).get(name)
-    return moved.get(name)
+        return [(f"{group}: {kind}", by_name, moved.get(kind) or {}) for kind, by_name in medians.items()]
+    return [(group, medians, moved)]
 
 
 def format_table(table: list[Row]) -> str:

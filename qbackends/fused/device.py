@@ -215,9 +215,9 @@ class FusedQubit(Device):
                     values.append(np.array(np.vdot(o_psi, o_psi).real - value**2))
                     continue
                 values.append(np.array(value))
-                if not adjoint:
+                if gradient and not adjoint:
                     jac_rows.append(np.zeros(0))
-                else:
+                elif adjoint:
                     phi = psi.copy() if len(tape.measurements) > 1 else psi
                     jac_rows.append(
                         engine.adjoint_gradient(segments, nparams, phi, o_psi, n, self._diagonals, traffic)[
@@ -243,7 +243,8 @@ class FusedQubit(Device):
                 else:
                     values.append(np.array(engine.K.expval(psi, diagonal)))
                     traffic.add(psi.size, 24)  # ψ and the diagonal read
-                    jac_rows.append(np.zeros(0))
+                    if gradient:  # nothing trainable: an empty Jacobian row
+                        jac_rows.append(np.zeros(0))
         result = values[0] if len(values) == 1 else tuple(values)
         if not gradient:
             return result, None
