@@ -196,7 +196,11 @@ class FusedQubit(Device):
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
         adjoint = gradient and bool(tape.trainable_params)  # nothing trainable: empty Jacobians, no adjoint pass
-        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic)
+        # One diagonal expectation (a QAOA energy): the second buffer keeps the last layer's input for
+        # the adjoint pass, and λ = Hψ is formed in place of ψ. Two state vectors in all.
+        keep = self._buffer("lambda", 1 << n) if adjoint and _one_diagonal_expectation(tape) else None
+        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic, keep=keep)
+        kept = keep if keep is not None and engine.keeps_last_input(segments) else None
         if tape.shots:
             return self._sample(tape, psi, index, n), None
         values = []
@@ -229,6 +233,11 @@ class FusedQubit(Device):
                 if isinstance(m, VarianceMP):
                     p = np.abs(psi) ** 2
                     values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
+                elif adjoint and kept is not None:
+                    values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, psi)))
+                    traffic.add(psi.size, 40)
+                    grad = engine.adjoint_gradient(segments, nparams, kept, psi, n, self._diagonals, traffic, kept=True)
+                    jac_rows.append(grad[list(tape.trainable_params)])
                 elif adjoint:
                     lam = self._buffer("lambda", psi.size)
                     values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, lam)))
@@ -264,6 +273,14 @@ class FusedQubit(Device):
         masks = np.array([sum(1 << (n - 1 - index[w]) for w in wires) for wires, _ in terms], dtype=np.int64)
         coefs = np.array([h for _, h in terms])
         return self._diagonals.get(n, masks, coefs)
+
+
+def _one_diagonal_expectation(tape: Any) -> bool:
+    return (
+        len(tape.measurements) == 1
+        and type(tape.measurements[0]) is ExpectationMP
+        and z_terms(tape.measurements[0].obs) is not None
+    )
 
 
 def _trainable_observables(tape: Any) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -149,25 +151,33 @@ def _layer_passes(layer: ProductLayer, nwires: int):
     """(run_bits, high_bits, rest_bits, transposed, mats, tile_bits, generators, params) per pass.
 
     Each pass gathers tiles of 2^TILE_BITS amplitudes: runs of 2^run_bits contiguous ones, one per
-    value of its high bits. The first pass takes the gates on the lowest TILE_BITS - SPECTATORS bits
-    with the top SPECTATORS bits (ungated there) as the tile's lowest bits ("transposed"), so that no
-    gate pairs amplitudes closer than 2^SPECTATORS apart; each later pass takes up to
-    TILE_BITS - MIN_RUN_BITS gated bits over shorter runs. 22 wires take two passes.
+    value of its high bits. The bits above TILE_BITS are split evenly over the fewest later passes
+    (at most TILE_BITS - MIN_RUN_BITS each, so runs stay 2^MIN_RUN_BITS long or longer). The first
+    pass takes contiguous tiles, the gates on the bits below TILE_BITS except SPECTATORS of them,
+    which it puts at the bottom of its tiles ("transposed"): no gate pairs amplitudes closer than
+    2^SPECTATORS apart. The later pass with the longest runs takes the spectators' gates, inside
+    its runs. 22 wires take two passes, with runs of 2^8.
     """
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
     if nwires <= K.TILE_BITS:  # one tile holds the state
         return [_pass(nwires, [], nwires, False, items)]
-    first_bits = K.TILE_BITS - K.SPECTATORS
-    low = [(b, g) for b, g in items if b < first_bits]
-    high = [(b, g) for b, g in items if b >= first_bits]
+    top = list(range(K.TILE_BITS, nwires))
+    count = -(-len(top) // (K.TILE_BITS - K.MIN_RUN_BITS))
+    chunks = [top[len(top) * i // count : len(top) * (i + 1) // count] for i in range(count)]
+    widest = K.TILE_BITS - min(len(c) for c in chunks)  # the longest runs of a later pass
+    spectators = range(widest - K.SPECTATORS, widest)
+    gates = dict(items)
     passes = []
-    if low:
-        passes.append(_pass(first_bits, list(range(nwires - K.SPECTATORS, nwires)), nwires, True, low))
-    later = K.TILE_BITS - K.MIN_RUN_BITS
-    for i in range(0, len(high), later):
-        group = high[i : i + later]
-        chosen = [b for b, _ in group]
-        passes.append(_pass(min(K.TILE_BITS - len(chosen), chosen[0]), chosen, nwires, False, group))
+    first = [(b, g) for b, g in items if b < K.TILE_BITS and b not in spectators]
+    if first:
+        passes.append(_pass(spectators[0], list(range(spectators[0], K.TILE_BITS)), nwires, True, first))
+    for chunk in chunks:
+        bits = (list(spectators) if K.TILE_BITS - len(chunk) == widest else []) + chunk
+        group = [(b, gates[b]) for b in bits if b in gates]
+        if group:
+            passes.append(_pass(K.TILE_BITS - len(chunk), chunk, nwires, False, group))
+        if K.TILE_BITS - len(chunk) == widest:
+            widest = -1  # the spectators go to one pass
     return passes
 
 
@@ -178,6 +188,9 @@ def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates
         tile_bits = [len(chosen) + b if b < run_bits else chosen.index(b) for b, _ in gates]
     else:  # tile index = (high-bit values << run_bits) | run offset
         tile_bits = [b if b < run_bits else run_bits + chosen.index(b) for b, _ in gates]
+    order = np.argsort(tile_bits, kind="stable")  # the kernels take the gates inside an L1 block first
+    tile_bits = [tile_bits[i] for i in order]
+    gates = [gates[i] for i in order]
     return (
         run_bits,
         np.array(chosen, dtype=np.int64),
@@ -201,16 +214,33 @@ def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.nda
     return psi
 
 
+def keeps_last_input(segments: list[Segment]) -> bool:
+    """Whether ``forward(..., keep=)`` keeps the state at the input of the last segment: a product
+    layer with parameters, after other segments with parameters (a QAOA mixer). The adjoint pass
+    then reads that input instead of undoing the layer on ψ."""
+    with_parameters = [i for i, seg in enumerate(segments) if _has_parameters(seg)]
+    return len(with_parameters) >= 2 and with_parameters[-1] == len(segments) - 1 and isinstance(segments[-1], ProductLayer)
+
+
 def forward(
     segments: list[Segment],
     nwires: int,
     psi: np.ndarray,
     cache: DiagonalCache | None = None,
     traffic: Traffic | None = None,
+    keep: np.ndarray | None = None,
 ) -> np.ndarray:
     """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
-    ``cache`` keeps level tables of uniform diagonal blocks between executions; ``traffic`` counts bytes."""
+    ``cache`` keeps level tables of uniform diagonal blocks between executions; ``traffic`` counts bytes;
+    ``keep``: a second buffer that, if ``keeps_last_input(segments)``, is left holding the state at
+    the last segment's input (at no extra cost: the segments before it run there)."""
     traffic = traffic if traffic is not None else Traffic()
+    if keep is not None and keeps_last_input(segments):
+        forward(segments[:-1], nwires, keep, cache, traffic)
+        last = segments[-1]
+        assert isinstance(last, ProductLayer)
+        _apply_layer(last, keep, psi, nwires, traffic)
+        return psi
     if segments and isinstance(segments[0], ProductLayer):
         initial_product(segments[0], nwires, psi)
         rest = segments[1:]
@@ -222,6 +252,13 @@ def forward(
     for seg in rest:
         apply(seg, psi, nwires, cache, traffic)
     return psi
+
+
+def _apply_layer(layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic) -> None:
+    """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was)."""
+    for k, (run_bits, high, rest, transposed, mats, tile_bits, _, _) in enumerate(_layer_passes(layer, nwires)):
+        K.layer_apply(source if k == 0 else psi, psi, run_bits, high, rest, transposed, mats, tile_bits)
+        traffic.add(psi.size, STATE_PASS)
 
 
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
@@ -236,9 +273,7 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
         K.diag_phase_tables(psi, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, 1.0)
         traffic.add(psi.size, STATE_PASS)
     elif isinstance(seg, ProductLayer):
-        for run_bits, high, rest, transposed, mats, tile_bits, _, _ in _layer_passes(seg, nwires):
-            K.layer_apply(psi, run_bits, high, rest, transposed, mats, tile_bits)
-            traffic.add(psi.size, STATE_PASS)
+        _apply_layer(seg, psi, psi, nwires, traffic)
     elif isinstance(seg, Dense):
         apply_matrix(seg.matrix, seg.axes, psi, nwires)
         traffic.add(psi.size, 2 * STATE_PASS)  # tensordot into a new array, then copied back
@@ -271,55 +306,25 @@ def adjoint_gradient(
     nwires: int,
     cache: DiagonalCache | None = None,
     traffic: Traffic | None = None,
+    kept: bool = False,
 ) -> np.ndarray:
-    """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten)."""
+    """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten), or, if ``kept``,
+    φ = the state at the last segment's input (``forward(..., keep=φ)``)."""
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
-    nthreads = K.threads()
     first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
-    for seg in reversed(segments[first_needed:]):  # segments before the first parameter need no undoing
-        undo = seg is not segments[first_needed]  # nor does the first one: its moments are the last needed
-        if isinstance(seg, DiagonalBlock):
-            masks, coefs = np.array(seg.masks, dtype=np.int64), np.array(seg.coefs)
-            t = split_tables(masks, coefs, nwires)
-            rowsum = np.zeros(phi.size >> t.low_bits)
-            moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
-            if cache is not None and (uniform := _uniform(seg)) is not None:
-                a0, c, varying = uniform
-                phases = _level_phases(a0, c, varying.size, -1.0)
-                levels = cache.levels(nwires, varying)
-                K.diag_adjoint_levels(phi, lam, levels, phases, t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
-                traffic.add(phi.size, (2 * STATE_PASS if undo else STATE_PASS) + LEVEL_BYTES)
-            else:
-                phase_a, phase_c = _phase_tables(t, -1.0)
-                K.diag_adjoint_tables(
-                    phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo
-                )
-                traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
-            m = moments.sum(axis=0)
-            low_mask = (1 << t.low_bits) - 1
-            for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
-                if param < 0 or alpha == 0.0:
-                    continue
-                kind = t.kind[i]
-                if kind == 0:
-                    moment = m[0].sum()
-                elif kind == 1:
-                    moment = m[0] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
-                elif kind == 2:
-                    moment = rowsum @ _z_table(np.array([mask >> t.low_bits]), nwires - t.low_bits)[0]
-                else:
-                    moment = m[1 + t.group[i]] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
-                grad[param] += -2.0 * alpha * moment
+    for i in reversed(range(first_needed, len(segments))):  # segments before the first parameter need no undoing
+        seg = segments[i]
+        undo = i != first_needed  # nor does the first one: its moments are the last needed
+        if isinstance(seg, ProductLayer) and kept and i == len(segments) - 1:
+            _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad)
+        elif isinstance(seg, ProductLayer) and undo and _cheap_prefix(segments[:i]):
+            refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
+            _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill)
         elif isinstance(seg, ProductLayer):
-            for run_bits, high, rest, transposed, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
-                out = np.zeros((nthreads, len(params)))
-                inverses = np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
-                K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, inverses, tile_bits, generators, out, nthreads, undo)
-                traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
-                for i, p in enumerate(params):
-                    if p >= 0:
-                        grad[p] += out[:, i].sum()
+            _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo)
+        elif isinstance(seg, DiagonalBlock):
+            _diagonal_adjoint(seg, phi, lam, nwires, cache, traffic, grad, undo)
         elif isinstance(seg, Dense):
             inverse = np.conj(seg.matrix.T)
             apply_matrix(inverse, seg.axes, phi, nwires)
@@ -330,3 +335,129 @@ def adjoint_gradient(
             K.cnot(lam, seg.control, seg.target)
             traffic.add(phi.size, STATE_PASS)
     return grad
+
+
+def _cheap_prefix(prefix: list[Segment]) -> bool:
+    """Whether running ``prefix`` from |0⟩ costs less than undoing a product layer on φ: an initial
+    product state and at most one diagonal block (QAOA's |+⟩ and first cost layer)."""
+    return len(prefix) <= 2 and all(
+        isinstance(seg, DiagonalBlock) or (j == 0 and isinstance(seg, ProductLayer)) for j, seg in enumerate(prefix)
+    )
+
+
+def _diagonal_adjoint(
+    seg: DiagonalBlock,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    nwires: int,
+    cache: DiagonalCache | None,
+    traffic: Traffic,
+    grad: np.ndarray,
+    undo: bool,
+) -> None:
+    nthreads = K.threads()
+    masks, coefs = np.array(seg.masks, dtype=np.int64), np.array(seg.coefs)
+    t = split_tables(masks, coefs, nwires)
+    rowsum = np.zeros(phi.size >> t.low_bits)
+    moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
+    if cache is not None and (uniform := _uniform(seg)) is not None:
+        a0, c, varying = uniform
+        phases = _level_phases(a0, c, varying.size, -1.0)
+        levels = cache.levels(nwires, varying)
+        K.diag_adjoint_levels(phi, lam, levels, phases, t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
+        traffic.add(phi.size, (2 * STATE_PASS if undo else STATE_PASS) + LEVEL_BYTES)
+    else:
+        phase_a, phase_c = _phase_tables(t, -1.0)
+        K.diag_adjoint_tables(phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo)
+        traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
+    m = moments.sum(axis=0)
+    low_mask = (1 << t.low_bits) - 1
+    for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
+        if param < 0 or alpha == 0.0:
+            continue
+        kind = t.kind[i]
+        if kind == 0:
+            moment = m[0].sum()
+        elif kind == 1:
+            moment = m[0] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
+        elif kind == 2:
+            moment = rowsum @ _z_table(np.array([mask >> t.low_bits]), nwires - t.low_bits)[0]
+        else:
+            moment = m[1 + t.group[i]] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
+        grad[param] += -2.0 * alpha * moment
+
+
+def _inverses(mats: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.conj(np.transpose(mats, (0, 2, 1))))
+
+
+def _layer_adjoint(
+    seg: ProductLayer, phi: np.ndarray, lam: np.ndarray, nwires: int, traffic: Traffic, grad: np.ndarray, undo: bool
+) -> None:
+    """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False)."""
+    nthreads = K.threads()
+    for run_bits, high, rest, transposed, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
+        out = np.zeros((nthreads, len(params)))
+        K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, _inverses(mats), tile_bits, generators, out, nthreads, undo)
+        traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
+        _add_moments(grad, params, out)
+
+
+def _layer_adjoint_lambda(
+    seg: ProductLayer,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    nwires: int,
+    traffic: Traffic,
+    grad: np.ndarray,
+    refill: Callable[[np.ndarray], object] | None = None,
+) -> None:
+    """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
+    φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
+    the first pass has taken its moments. Moments are taken where φ and λ are at the same place:
+    the first pass's at the output, the last pass's at the input, any others' in an extra read."""
+    nthreads = K.threads()
+    passes = _layer_passes(seg, nwires)
+    outs = [np.zeros((nthreads, len(p[7]))) for p in passes]
+
+    def run(k: int, before: bool, undo: bool, after: bool) -> None:
+        run_bits, high, rest, transposed, mats, tile_bits, generators, _ = passes[k]
+        K.layer_adjoint_lambda(
+            phi,
+            lam,
+            run_bits,
+            high,
+            rest,
+            transposed,
+            _inverses(mats),
+            tile_bits,
+            generators,
+            outs[k],
+            nthreads,
+            before,
+            undo,
+            after,
+        )
+        traffic.add(phi.size, (STATE_PASS if undo else STATE_PASS // 2) + (STATE_PASS // 2 if before or after else 0))
+
+    order = list(reversed(range(len(passes))))  # undoing runs the passes backwards
+    taken = set()
+    for k in order:
+        before = refill is not None and k == order[0]
+        after = k == order[-1] and not before
+        run(k, before, True, after)
+        if before and refill is not None:
+            refill(phi)
+        if before or after:
+            taken.add(k)
+    for k in range(len(passes)):
+        if k not in taken:
+            run(k, False, False, True)
+    for (*_, params), out in zip(passes, outs, strict=True):
+        _add_moments(grad, params, out)
+
+
+def _add_moments(grad: np.ndarray, params: list[int], out: np.ndarray) -> None:
+    for i, p in enumerate(params):
+        if p >= 0:
+            grad[p] += out[:, i].sum()

@@ -24,7 +24,8 @@ DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # product states: runs of 2048 amplitudes
 SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom of its tiles
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
-MIN_RUN_BITS = 5  # later passes gather runs of at least 32 amplitudes
+TRANSPOSE_RUNS = 16  # transposed tiles are copied 16 runs at a time
+MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
 @njit(cache=True, inline="always")
@@ -234,12 +235,14 @@ def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
-    if transposed:
-        for j in range(size):
-            for run in range(runs):
-                p = psi[starts[run] + j]
-                re[j * runs + run] = p.real
-                im[j * runs + run] = p.imag
+    if transposed:  # a blocked transpose: TRANSPOSE_RUNS runs at a time stay in L1
+        block = min(runs, np.uint64(TRANSPOSE_RUNS))
+        for first in range(np.uint64(0), runs, block):
+            for j in range(size):
+                for run in range(first, first + block):
+                    p = psi[starts[run] + j]
+                    re[j * runs + run] = p.real
+                    im[j * runs + run] = p.imag
         return
     for run in range(runs):
         for j in range(size):
@@ -254,9 +257,11 @@ def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
     if transposed:
-        for j in range(size):
-            for run in range(runs):
-                psi[starts[run] + j] = complex(re[j * runs + run], im[j * runs + run])
+        block = min(runs, np.uint64(TRANSPOSE_RUNS))
+        for first in range(np.uint64(0), runs, block):
+            for j in range(size):
+                for run in range(first, first + block):
+                    psi[starts[run] + j] = complex(re[j * runs + run], im[j * runs + run])
         return
     for run in range(runs):
         for j in range(size):
@@ -303,11 +308,11 @@ def _apply_2x2(re, im, bit, m):
 def _undo_with_moment(pre, pim, lre, lim, bit, inverse, generator):
     """φ, λ ← U† φ, U† λ on ``bit``; returns Im⟨λ|P|φ⟩ for P = X (1) or Y (2), taken before undoing
     (P commutes with U); 0 for a gate without a parameter (0)."""
-    step = np.uint64(1) << np.uint64(bit)
-    size = np.uint64(pre.size)
-    acc = 0.0
-    base = np.uint64(0)
-    if generator == 1 and _is_rx_shaped(inverse):  # RX: moment and both undos in one sweep
+    if generator == 1 and _is_rx_shaped(inverse):
+        step = np.uint64(1) << np.uint64(bit)
+        size = np.uint64(pre.size)
+        acc = 0.0
+        base = np.uint64(0)  # RX: moment and both undos in one sweep
         c, s = inverse[0, 0].real, inverse[0, 1].imag
         while base < size:
             for j in range(base, base + step):
@@ -325,17 +330,31 @@ def _undo_with_moment(pre, pim, lre, lim, bit, inverse, generator):
                 lim[k] = c * yi + s * xr
             base += step + step
         return acc
-    if generator != 0:
-        while base < size:
-            for j in range(base, base + step):
-                k = j + step
-                if generator == 1:  # X φ = (φ_k, φ_j)
-                    acc += (lre[j] * pim[k] - lim[j] * pre[k]) + (lre[k] * pim[j] - lim[k] * pre[j])
-                else:  # Y φ = (-i φ_k, i φ_j)
-                    acc += (lre[k] * pre[j] + lim[k] * pim[j]) - (lre[j] * pre[k] + lim[j] * pim[k])
-            base += step + step
+    acc = _moment(pre, pim, lre, lim, bit, generator)
     _apply_2x2(pre, pim, bit, inverse)
     _apply_2x2(lre, lim, bit, inverse)
+    return acc
+
+
+@njit(cache=True, inline="always")
+def _moment(pre, pim, lre, lim, bit, generator):
+    """Im⟨λ|P|φ⟩ on ``bit`` for P = X (1) or Y (2); 0 for a gate without a parameter (0)."""
+    step = np.uint64(1) << np.uint64(bit)
+    size = np.uint64(pre.size)
+    acc = 0.0
+    base = np.uint64(0)
+    if generator == 0:
+        return acc
+    while base < size:
+        if generator == 1:  # X φ = (φ_k, φ_j)
+            for j in range(base, base + step):
+                k = j + step
+                acc += (lre[j] * pim[k] - lim[j] * pre[k]) + (lre[k] * pim[j] - lim[k] * pre[j])
+        else:  # Y φ = (-i φ_k, i φ_j)
+            for j in range(base, base + step):
+                k = j + step
+                acc += (lre[k] * pre[j] + lim[k] * pim[j]) - (lre[j] * pre[k] + lim[j] * pim[k])
+        base += step + step
     return acc
 
 
@@ -355,13 +374,14 @@ def _inner_count(tile_bits, width):
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_apply(psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits):
-    """Apply single-qubit gates (mats[i] on tile bit tile_bits[i]) to every tile of psi."""
+def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits):
+    """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
+    or another buffer that keeps the state before the gates), tile by tile."""
     width = 1 << (run_bits + high_bits.size)
     for tile in prange(1 << rest_bits.size):
         re = np.empty(width)
         im = np.empty(width)
-        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+        _gather(re, im, source, tile, rest_bits, high_bits, run_bits, transposed)
         inner = _inner_count(tile_bits, width)
         for block in range(0, width, SUBTILE):  # gates on the low tile bits, one L1-sized block at a time
             sre, sim = re[block : block + SUBTILE], im[block : block + SUBTILE]
@@ -399,6 +419,52 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
             if undo:  # the last segment differentiated: moments only, φ and λ are not needed after it
                 _scatter(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
                 _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+
+
+@njit(cache=True, inline="always")
+def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
+    width = pre.size
+    inner = _inner_count(tile_bits, width)
+    for block in range(0, width, SUBTILE):
+        end = block + SUBTILE
+        for i in range(inner):
+            out[t, i] += _moment(pre[block:end], pim[block:end], lre[block:end], lim[block:end], tile_bits[i], generators[i])
+    for i in range(inner, tile_bits.size):
+        out[t, i] += _moment(pre, pim, lre, lim, tile_bits[i], generators[i])
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def layer_adjoint_lambda(
+    phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads, before, undo, after
+):
+    """An adjoint pass over a product layer that leaves φ alone: λ ← U_i† λ for every gate of the
+    pass (``undo``), with the moments out[t, i] += Im⟨λ|P_i|φ⟩ taken ``before`` or ``after`` it.
+    φ must be at the position λ is at then: every moment of the layer may be taken at its output
+    (before any undoing) or at its input (after all of it)."""
+    width = 1 << (run_bits + high_bits.size)
+    tiles = 1 << rest_bits.size
+    per = (tiles + nthreads - 1) // nthreads
+    for t in prange(nthreads):
+        pre = np.empty(width)
+        pim = np.empty(width)
+        lre = np.empty(width)
+        lim = np.empty(width)
+        for tile in range(t * per, min(tiles, (t + 1) * per)):
+            _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+            if before or after:
+                _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
+            if before:
+                _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
+            if undo:
+                inner = _inner_count(tile_bits, width)
+                for block in range(0, width, SUBTILE):
+                    for i in range(inner):
+                        _apply_2x2(lre[block : block + SUBTILE], lim[block : block + SUBTILE], tile_bits[i], inverses[i])
+                for i in range(inner, inverses.shape[0]):
+                    _apply_2x2(lre, lim, tile_bits[i], inverses[i])
+                _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+            if after:
+                _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
 
 
 @njit(cache=True, parallel=True)
