@@ -79,10 +79,33 @@ def test_approx_time_evolution_as_pennylane_runs_it(hamiltonian, rounds):
     )
     counted = qml.QNode(lambda x: (body(x), qml.expval(qml.Z(0)))[1], get_device(FUSED, wires=4), diff_method="adjoint")
     tape = qml.workflow.construct_batch(counted, level="device")(x)[0][0]
-    if commuting:  # one round of rotations per layer, after the 4 RY
-        assert len([op for op in tape.operations if op.name in ("MultiRZ", "RZ", "RX", "RY")]) - 4 == 2 * terms
+    if commuting:  # one round of rotations per layer, on the layer's one parameter
+        rounds_run = [op for op in tape.operations if op.name == "CommutingRotations"]
+        assert len(rounds_run) == 2 and all(len(op.hyperparameters["terms"]) == terms for op in rounds_run)
+        assert [op.data[0] for op in rounds_run] == [0.37, -0.52]
     else:  # PennyLane's rounds of PauliRot: a MultiRZ each, between basis changes
         assert len([op for op in tape.operations if op.name == "MultiRZ"]) == (rounds + 1) * terms
+
+
+def test_approx_time_evolution_with_trainable_coefficients():
+    """A trainable coefficient: the evolution runs as rotations whose angles carry it, and its
+    gradient agrees with default.qubit's backpropagation."""
+
+    def circuit(c, t):
+        for w in range(3):
+            qml.Hadamard(w)
+        h = qml.Hamiltonian(qml.math.stack([c[0], c[1], 0.4]), [qml.Z(0) @ qml.Z(1), qml.Z(1) @ qml.Z(2), qml.Z(2)])
+        qml.ApproxTimeEvolution(h, t, 2)
+        qml.qaoa.mixer_layer(t, qml.Hamiltonian([1.0] * 3, [qml.X(w) for w in range(3)]))
+        return qml.expval(qml.Z(0) @ qml.Z(2) + 0.3 * qml.Z(1))
+
+    ours = qml.QNode(circuit, get_device(FUSED, wires=3), diff_method="adjoint")
+    reference = qml.QNode(circuit, qml.device("default.qubit", wires=3), diff_method="backprop")
+    c, t = qml.numpy.array([0.8, -0.3], requires_grad=True), qml.numpy.array(0.45, requires_grad=True)
+    assert abs(float(ours(c, t)) - float(reference(c, t))) < 1e-12
+    for mine, theirs in zip(qml.grad(ours)(c, t), qml.grad(reference)(c, t), strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-10, rtol=0)
+    assert np.abs(qml.grad(ours)(c, t)[0]).min() > 1e-3  # the coefficients' gradient is not zero
 
 
 def _on_fused_and_default(fn, wires, **qnode):
@@ -232,7 +255,7 @@ def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, passes
     monkeypatch.setattr(kernels, "TILE_BITS", tile_bits)
     monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
     n = 12
-    assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1) for w in range(n)}), n)) == passes
+    assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n)) == passes
     graph = qaoa.random_graph(n, 18, seed=5)
     cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, layers)
     params = random_params((2, layers), seed=layers)
@@ -447,9 +470,9 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
     from qbackends.fused import engine
     from qbackends.fused.program import ProductLayer, rotation_matrix
 
-    layer = ProductLayer({w: (rotation_matrix("RY", 0.1 * w), w, 2) for w in range(n)})
+    layer = ProductLayer({w: (rotation_matrix("RY", 0.1 * w), w, 2, 1.0) for w in range(n)})
     seen = []
-    for run_bits, high, rest, transposed, _, tile_bits, _, params in engine._layer_passes(layer, n):
+    for run_bits, high, rest, transposed, _, tile_bits, _, params, _ in engine._layer_passes(layer, n):
         assert run_bits + high.size <= kernels.TILE_BITS and run_bits + high.size + rest.size == n
         for tb, p in zip(tile_bits, params, strict=True):
             if transposed:

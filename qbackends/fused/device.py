@@ -18,7 +18,7 @@ from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMeasuremen
 
 from ..errors import UnsupportedCircuitError
 from . import engine, warmup
-from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, z_terms
+from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
 
 def _analytic(m: Any) -> bool:
@@ -50,43 +50,68 @@ def to_z_basis(tape: Any) -> tuple[Any, Any]:
     return rotated, lambda results: split([fn((res,)) for fn, res in zip(fns, results, strict=True)])
 
 
+class CommutingRotations(qml.operation.Operation):
+    """Π gate(2 h t) over commuting terms (gate, wires, h) on one parameter t: exactly the
+    ApproxTimeEvolution it stands for. One parameter, so PennyLane binds and differentiates one
+    number per layer; the device runs it as its gates; elsewhere it decomposes into them."""
+
+    num_params = 1
+
+    def __init__(self, t: Any, terms: Any, wires: Any = None, id: Any = None) -> None:
+        terms = tuple((gate, tuple(w), float(h)) for gate, w, h in terms)
+        self._hyperparameters = {"terms": terms}
+        super().__init__(t, wires=wires if wires is not None else sorted({w for _, ws, _ in terms for w in ws}), id=id)
+
+    @staticmethod
+    def compute_decomposition(t: Any, wires: Any = None, terms: Any = ()) -> list[Any]:
+        return [getattr(qml, gate)(2 * h * t, wires=list(w)) for gate, w, h in terms]
+
+
 @qml.transform
 def commuting_evolutions(tape: Any) -> tuple[Any, Any]:
-    """Evolutions whose terms commute, as the rotations the kernels run (exact, one pass per kind):
+    """Evolutions whose terms commute, in the form the kernels run (exact, one pass per kind):
 
+    - ``ApproxTimeEvolution`` (``qml.qaoa.cost_layer``/``mixer_layer``) of Z words or of single-qubit
+      terms on distinct wires: ``CommutingRotations`` on its time, Π MultiRZ(2 h t) · Π RX(2 h t)
+      (``program.evolution_terms``). PennyLane then binds and differentiates one number per layer,
+      not one per term. If a coefficient is trainable, the rotations themselves, so that the
+      gradient reaches the coefficients through their angles.
     - ``Evolution`` of a sum of Z words: exp(-i t Σ h Z..Z) = Π MultiRZ(2 h t). PennyLane has no
       decomposition for the evolution of a multi-term Hamiltonian.
-    - ``ApproxTimeEvolution`` (``qml.qaoa.cost_layer``/``mixer_layer``) of Z words and of
-      single-qubit X/Y terms on distinct wires: its n Trotter rounds of PauliRot(2 h t / n) are
-      then exactly one round, Π MultiRZ(2 h t) · Π RX(2 h t). Lowering the templates here costs
-      microseconds per gate; the decomposition graph took 40 ms per 22-wire QAOA step.
 
-    t stays differentiable through the new parameters. Anything else is left to ``decompose``.
+    Anything else is left to ``decompose``.
     """
     if not any(op.name in ("Evolution", "ApproxTimeEvolution") for op in tape.operations):
         return (tape,), lambda results: results[0]
-    ops = []
+    trainable = set(tape.trainable_params)
+    ops, first = [], 0
     for op in tape.operations:
-        rotations = _rotations(op) if op.name in ("Evolution", "ApproxTimeEvolution") else None
+        coefficients = range(first, first + len(op.data) - 1)  # all but the time
+        first += len(op.data)
+        rotations = None
+        if op.name == "Evolution":
+            rotations = _z_rotations(op)
+        elif (terms := evolution_terms(op)) is not None:
+            if trainable.intersection(coefficients):
+                rotations = _ate_rotations(op)
+            else:
+                rotations = [CommutingRotations(op.data[-1], terms)]
         ops.extend([op] if rotations is None else rotations)
     return (tape.copy(operations=ops),), lambda results: results[0]
 
 
-def _rotations(op: Any) -> list[Any] | None:
-    if op.name == "Evolution":
-        terms = z_terms(op.base)
-        if terms is None:
-            return None
-        t = op.data[0]
-        return [qml.MultiRZ(2 * h * t, wires=w) if w else qml.GlobalPhase(h * t, wires=op.wires) for w, h in terms]
-    # ApproxTimeEvolution: PennyLane's decomposition takes the coefficients from the Hamiltonian
-    # and drops identity terms; so does this.
-    words = [(word, qml.math.real(c)) for word, c in op.hyperparameters["hamiltonian"].pauli_rep.items() if len(word)]
-    diagonal = all(set(word.values()) == {"Z"} for word, _ in words)
-    single = all(len(word) == 1 for word, _ in words) and len({w for word, _ in words for w in word}) == len(words)
-    if not (diagonal or single):
+def _z_rotations(op: Any) -> list[Any] | None:
+    terms = z_terms(op.base)
+    if terms is None:
         return None
+    t = op.data[0]
+    return [qml.MultiRZ(2 * h * t, wires=w) if w else qml.GlobalPhase(h * t, wires=op.wires) for w, h in terms]
+
+
+def _ate_rotations(op: Any) -> list[Any]:
+    """The gates of ``evolution_terms``, with the coefficients as they are (trainable)."""
     t = op.data[-1]
+    words = [(word, qml.math.real(c)) for word, c in op.hyperparameters["hamiltonian"].pauli_rep.items() if len(word)]
     gates = {"X": qml.RX, "Y": qml.RY, "Z": qml.RZ}
     return [
         qml.MultiRZ(2 * h * t, wires=list(word)) if len(word) > 1 else gates[word[next(iter(word))]](2 * h * t, wires=list(word))
@@ -129,7 +154,7 @@ class FusedQubit(Device):
         pipeline.add_transform(commuting_evolutions)
         pipeline.add_transform(
             decompose,
-            stopping_condition=lambda op: op.name in SUPPORTED or applied_by_matrix(op),
+            stopping_condition=lambda op: op.name in SUPPORTED or isinstance(op, CommutingRotations) or applied_by_matrix(op),
             skip_initial_state_prep=False,
             name=self.name,
         )

@@ -6,6 +6,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -147,8 +148,8 @@ def _level_phases(a0: float, c: float, terms: int, sign: float) -> np.ndarray:
     return np.exp(1j * sign * angles)
 
 
-def _layer_passes(layer: ProductLayer, nwires: int):
-    """(run_bits, high_bits, rest_bits, transposed, mats, tile_bits, generators, params) per pass.
+def _layer_passes(layer: ProductLayer, nwires: int) -> list[Pass]:
+    """The passes that apply a product layer.
 
     Each pass gathers tiles of 2^TILE_BITS amplitudes: runs of 2^run_bits contiguous ones, one per
     value of its high bits. The bits above TILE_BITS are split evenly over the fewest later passes
@@ -181,7 +182,21 @@ def _layer_passes(layer: ProductLayer, nwires: int):
     return passes
 
 
-def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates: list) -> tuple:
+class Pass(NamedTuple):
+    """One sweep of a product layer over the state, tile by tile (see ``_layer_passes``)."""
+
+    run_bits: int
+    high: np.ndarray  # the high bits each tile takes whole
+    rest: np.ndarray  # the bits that number the tiles
+    transposed: bool  # the high bits are the tile's lowest
+    mats: np.ndarray  # (gates, 2, 2)
+    tile_bits: np.ndarray  # the tile bit each gate acts on, ascending
+    generators: np.ndarray  # 0: fixed, 1: X, 2: Y
+    params: list[int]  # parameter index per gate, -1: fixed
+    scales: list[float]  # d angle / d parameter per gate
+
+
+def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates: list) -> Pass:
     """One pass: gates on run bits or on ``chosen`` high bits; the rest of the bits index the tiles."""
     rest = [b for b in range(run_bits, nwires) if b not in chosen]
     if transposed:  # tile index = (run offset << len(chosen)) | high-bit values
@@ -190,16 +205,17 @@ def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates
         tile_bits = [b if b < run_bits else run_bits + chosen.index(b) for b, _ in gates]
     order = np.argsort(tile_bits, kind="stable")  # the kernels take the gates inside an L1 block first
     tile_bits = [tile_bits[i] for i in order]
-    gates = [gates[i] for i in order]
-    return (
+    ordered = [gates[i][1] for i in order]
+    return Pass(
         run_bits,
         np.array(chosen, dtype=np.int64),
         np.array(rest, dtype=np.int64),
         transposed,
-        np.array([g[0] for _, g in gates], dtype=complex).reshape(-1, 2, 2),
+        np.array([g[0] for g in ordered], dtype=complex).reshape(-1, 2, 2),
         np.array(tile_bits, dtype=np.int64),
-        np.array([g[2] for _, g in gates], dtype=np.int8),
-        [g[1] for _, g in gates],
+        np.array([g[2] for g in ordered], dtype=np.int8),
+        [g[1] for g in ordered],
+        [g[3] for g in ordered],
     )
 
 
@@ -208,7 +224,7 @@ def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.nda
     low_bits = min(nwires, K.LOW_BITS)
     vectors = np.zeros((nwires, 2), dtype=complex)
     vectors[:, 0] = 1.0
-    for w, (mat, _, _) in layer.gates.items():
+    for w, (mat, *_) in layer.gates.items():
         vectors[nwires - 1 - w] = mat[:, 0]
     K.product_state(psi, low_bits, vectors[:low_bits].copy(), vectors[low_bits:].copy())
     return psi
@@ -256,8 +272,8 @@ def forward(
 
 def _apply_layer(layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic) -> None:
     """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was)."""
-    for k, (run_bits, high, rest, transposed, mats, tile_bits, _, _) in enumerate(_layer_passes(layer, nwires)):
-        K.layer_apply(source if k == 0 else psi, psi, run_bits, high, rest, transposed, mats, tile_bits)
+    for k, p in enumerate(_layer_passes(layer, nwires)):
+        K.layer_apply(source if k == 0 else psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits)
         traffic.add(psi.size, STATE_PASS)
 
 
@@ -294,7 +310,7 @@ def _has_parameters(seg: Segment) -> bool:
     if isinstance(seg, DiagonalBlock):
         return any(p >= 0 for p in seg.params)
     if isinstance(seg, ProductLayer):
-        return any(p >= 0 for _, p, _ in seg.gates.values())
+        return any(gate[1] >= 0 for gate in seg.gates.values())
     return False
 
 
@@ -396,11 +412,14 @@ def _layer_adjoint(
 ) -> None:
     """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False)."""
     nthreads = K.threads()
-    for run_bits, high, rest, transposed, mats, tile_bits, generators, params in _layer_passes(seg, nwires):
-        out = np.zeros((nthreads, len(params)))
-        K.layer_adjoint(phi, lam, run_bits, high, rest, transposed, _inverses(mats), tile_bits, generators, out, nthreads, undo)
+    for p in _layer_passes(seg, nwires):
+        out = np.zeros((nthreads, len(p.params)))
+        inverses = _inverses(p.mats)
+        K.layer_adjoint(
+            phi, lam, p.run_bits, p.high, p.rest, p.transposed, inverses, p.tile_bits, p.generators, out, nthreads, undo
+        )
         traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
-        _add_moments(grad, params, out)
+        _add_moments(grad, p, out)
 
 
 def _layer_adjoint_lambda(
@@ -418,20 +437,21 @@ def _layer_adjoint_lambda(
     the first pass's at the output, the last pass's at the input, any others' in an extra read."""
     nthreads = K.threads()
     passes = _layer_passes(seg, nwires)
-    outs = [np.zeros((nthreads, len(p[7]))) for p in passes]
+    outs = [np.zeros((nthreads, len(p.params))) for p in passes]
 
     def run(k: int, before: bool, undo: bool, after: bool) -> None:
-        run_bits, high, rest, transposed, mats, tile_bits, generators, _ = passes[k]
+        p = passes[k]
+        inverses = _inverses(p.mats)
         K.layer_adjoint_lambda(
             phi,
             lam,
-            run_bits,
-            high,
-            rest,
-            transposed,
-            _inverses(mats),
-            tile_bits,
-            generators,
+            p.run_bits,
+            p.high,
+            p.rest,
+            p.transposed,
+            inverses,
+            p.tile_bits,
+            p.generators,
             outs[k],
             nthreads,
             before,
@@ -453,11 +473,11 @@ def _layer_adjoint_lambda(
     for k in range(len(passes)):
         if k not in taken:
             run(k, False, False, True)
-    for (*_, params), out in zip(passes, outs, strict=True):
-        _add_moments(grad, params, out)
+    for p, out in zip(passes, outs, strict=True):
+        _add_moments(grad, p, out)
 
 
-def _add_moments(grad: np.ndarray, params: list[int], out: np.ndarray) -> None:
-    for i, p in enumerate(params):
-        if p >= 0:
-            grad[p] += out[:, i].sum()
+def _add_moments(grad: np.ndarray, p: Pass, out: np.ndarray) -> None:
+    for i, (param, scale) in enumerate(zip(p.params, p.scales, strict=True)):
+        if param >= 0:
+            grad[param] += scale * out[:, i].sum()

@@ -73,6 +73,25 @@ def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
     return terms
 
 
+def evolution_terms(op: Any) -> list[tuple[str, list[Any], float]] | None:
+    """An ``ApproxTimeEvolution`` (``qml.qaoa.cost_layer``/``mixer_layer``) whose terms commute, as
+    (gate, wires, h): exactly Π gate(2 h t), one round whatever its Trotter number. The terms commute
+    when all are Z words, or all act on one wire each, distinct wires. Identity terms are dropped,
+    as PennyLane's decomposition drops them. None: it does not commute."""
+    if op.name != "ApproxTimeEvolution":
+        return None
+    import pennylane as qml
+
+    words = [
+        (w, float(qml.math.real(qml.math.unwrap(c)))) for w, c in op.hyperparameters["hamiltonian"].pauli_rep.items() if len(w)
+    ]
+    if all(set(word.values()) == {"Z"} for word, _ in words):
+        return [("MultiRZ" if len(word) > 1 else "RZ", list(word), h) for word, h in words]
+    if all(len(word) == 1 for word, _ in words) and len({w for word, _ in words for w in word}) == len(words):
+        return [("R" + next(iter(word.values())), list(word), h) for word, h in words]
+    return None
+
+
 def rotation_matrix(name: str, theta: float) -> np.ndarray:
     c, s = math.cos(theta / 2), math.sin(theta / 2)
     if name == "RX":
@@ -93,9 +112,10 @@ class DiagonalBlock:
 
 @dataclass
 class ProductLayer:
-    """Single-qubit gates on distinct wires: wire -> (matrix, parameter index or -1, generator)."""
+    """Single-qubit gates on distinct wires: wire -> (matrix, parameter index or -1, generator,
+    d angle / d parameter)."""
 
-    gates: dict[int, tuple[np.ndarray, int, int]] = field(default_factory=dict)
+    gates: dict[int, tuple[np.ndarray, int, int, float]] = field(default_factory=dict)
 
     @property
     def wires(self) -> set[int]:
@@ -154,13 +174,10 @@ def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple
     segments: list[Segment] = []
     last_touch: dict[int, int] = {}  # wire -> index of the last segment that does not commute with a diagonal gate
     last_any: dict[int, int] = {}  # wire -> index of the last segment using the wire
-    param = 0
-    for op in operations:
-        name = op.name
-        wires = [wire_index[w] for w in op.wires]
+
+    def place(name: str, wires: list[int], theta: float, param: int, scale: float, op: Any) -> None:
+        """One gate of angle theta = scale·(parameter ``param``), or fixed (param -1)."""
         bits = [nwires - 1 - w for w in wires]
-        first_param = param
-        param += len(op.data)
         if name in DIAGONAL_TERMS:
             start = max((last_touch.get(w, -1) for w in wires), default=-1)
             target = next((i for i in range(start + 1, len(segments)) if isinstance(segments[i], DiagonalBlock)), None)
@@ -169,12 +186,11 @@ def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple
                 target = len(segments) - 1
             block = segments[target]
             assert isinstance(block, DiagonalBlock)
-            theta = float(op.data[0]) if op.data else 0.0
             for term_wires, alpha, beta in DIAGONAL_TERMS[name](bits):
                 block.masks.append(sum(1 << b for b in term_wires))
                 block.coefs.append(alpha * theta + beta)
-                block.params.append(first_param if op.data else -1)
-                block.alphas.append(alpha)
+                block.params.append(param)
+                block.alphas.append(alpha * scale)
             block.wires.update(wires)
             for w in wires:
                 last_any[w] = max(last_any.get(w, -1), target)
@@ -195,9 +211,9 @@ def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple
             layer = segments[target]
             assert isinstance(layer, ProductLayer)
             if name in ROTATIONS:
-                layer.gates[w] = (rotation_matrix(name, float(op.data[0])), first_param, ROTATIONS[name])
+                layer.gates[w] = (rotation_matrix(name, theta), param, ROTATIONS[name], scale)
             else:
-                layer.gates[w] = (FIXED_SINGLE[name], -1, 0)
+                layer.gates[w] = (FIXED_SINGLE[name], -1, 0, 0.0)
             last_any[w] = last_touch[w] = target
         elif name == "CNOT" or applied_by_matrix(op):
             if name == "CNOT":
@@ -205,9 +221,23 @@ def compile_operations(operations: list, wire_index: dict, nwires: int) -> tuple
             else:
                 import pennylane as qml
 
-                segments.append(Dense(qml.matrix(op), tuple(wires), tuple(range(first_param, param))))
+                segments.append(Dense(qml.matrix(op), tuple(wires), tuple(range(param, param + len(op.data)))))
             for w in wires:
                 last_any[w] = last_touch[w] = len(segments) - 1
         else:
             raise unsupported(name)
+
+    param = 0
+    for op in operations:
+        first_param = param
+        param += len(op.data)
+        if op.name == "CommutingRotations":  # Π gate(2 h t): each gate on the one parameter t
+            t = float(op.data[0])
+            for gate, term_wires, h in op.hyperparameters["terms"]:
+                place(gate, [wire_index[w] for w in term_wires], 2 * h * t, first_param, 2 * h, op)
+        elif op.name == "CNOT" or applied_by_matrix(op):
+            place(op.name, [wire_index[w] for w in op.wires], 0.0, first_param, 1.0, op)
+        else:
+            theta = float(op.data[0]) if op.data else 0.0
+            place(op.name, [wire_index[w] for w in op.wires], theta, first_param if op.data else -1, 1.0, op)
     return segments, param
