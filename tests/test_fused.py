@@ -108,6 +108,23 @@ def test_approx_time_evolution_with_trainable_coefficients():
     assert np.abs(qml.grad(ours)(c, t)[0]).min() > 1e-3  # the coefficients' gradient is not zero
 
 
+def test_qaoa_layers_on_mixed_wire_labels():
+    wires = [7, "q", "r"]
+    cost = qml.Hamiltonian([0.5, -0.25], [qml.Z(7) @ qml.Z("q"), qml.Z("q") @ qml.Z("r")])
+    mixer = qml.Hamiltonian([1.0] * 3, [qml.X(w) for w in wires])
+
+    def circuit(x):
+        for w in wires:
+            qml.Hadamard(w)
+        qml.qaoa.cost_layer(x[0], cost)
+        qml.qaoa.mixer_layer(x[1], mixer)
+        return qml.expval(cost)
+
+    ours = qml.QNode(circuit, get_device(FUSED, wires=wires), diff_method="adjoint")
+    reference = qml.QNode(circuit, qml.device("default.qubit", wires=wires), diff_method="backprop")
+    _assert_same(ours, reference, qml.numpy.array([0.3, -0.8], requires_grad=True))
+
+
 def _on_fused_and_default(fn, wires, **qnode):
     return (
         qml.QNode(fn, qml.device("qbackends.fused.qubit", wires=wires), **qnode),

@@ -60,7 +60,7 @@ class CommutingRotations(qml.operation.Operation):
     def __init__(self, t: Any, terms: Any, wires: Any = None, id: Any = None) -> None:
         terms = tuple((gate, tuple(w), float(h)) for gate, w, h in terms)
         self._hyperparameters = {"terms": terms}
-        super().__init__(t, wires=wires if wires is not None else sorted({w for _, ws, _ in terms for w in ws}), id=id)
+        super().__init__(t, wires=wires if wires is not None else list(dict.fromkeys(w for _, ws, _ in terms for w in ws)), id=id)
 
     @staticmethod
     def compute_decomposition(t: Any, wires: Any = None, terms: Any = ()) -> list[Any]:
