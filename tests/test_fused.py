@@ -505,8 +505,8 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
 
 
 def test_tracker_reports_the_bytes_the_kernels_move():
-    """p=1 QAOA at 16 wires: |+> written (16 B per amplitude), the cost by level (34), the mixer in two
-    tiled passes (2 x 32), then the energy (24). The gradient adds λ, in place of ψ (40); the adjoint
+    """p=1 QAOA at 16 wires: |+> written with the cost's phases by level (16 + 2 B per amplitude), the
+    mixer in two tiled passes (2 x 32), then the energy (24). The gradient adds λ, in place of ψ (40); the adjoint
     sweeps of the mixer on λ alone, its input kept by the forward pass: λ undone in the second pass (32),
     undone in the first with the moments at the input (48), the second's moments (32); and the cost's
     moments, read only (34): it is the last segment differentiated."""
@@ -526,7 +526,7 @@ def test_tracker_reports_the_bytes_the_kernels_move():
 
     with qml.Tracker(device) as tracker:
         circuit(qml.numpy.array([0.2, 0.3], requires_grad=False))
-    assert tracker.totals["bytes_moved"] == (16 + 34 + 2 * 32 + 24) * 2**n
+    assert tracker.totals["bytes_moved"] == (18 + 2 * 32 + 24) * 2**n
     with qml.Tracker(device) as tracker:
         qml.grad(circuit)(qml.numpy.array([0.2, 0.3], requires_grad=True))
-    assert tracker.totals["bytes_moved"] == (16 + 34 + 2 * 32 + 40 + 32 + 48 + 32 + 34) * 2**n
+    assert tracker.totals["bytes_moved"] == (18 + 2 * 32 + 40 + 32 + 48 + 32 + 34) * 2**n

@@ -219,14 +219,15 @@ def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates
     )
 
 
-def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray) -> np.ndarray:
-    """Write the state ⊗_w U_w|0⟩ of a first product layer into ``psi``, in one pass."""
+def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray, levels: np.ndarray, phases: np.ndarray) -> np.ndarray:
+    """Write the state ⊗_w U_w|0⟩ of a first product layer into ``psi``, in one pass; times
+    phases[levels[k]] (a uniform diagonal block after it) unless ``levels`` is empty."""
     low_bits = min(nwires, K.LOW_BITS)
     vectors = np.zeros((nwires, 2), dtype=complex)
     vectors[:, 0] = 1.0
     for w, (mat, *_) in layer.gates.items():
         vectors[nwires - 1 - w] = mat[:, 0]
-    K.product_state(psi, low_bits, vectors[:low_bits].copy(), vectors[low_bits:].copy())
+    K.product_state(psi, low_bits, vectors[:low_bits].copy(), vectors[low_bits:].copy(), levels, phases)
     return psi
 
 
@@ -257,14 +258,20 @@ def forward(
         assert isinstance(last, ProductLayer)
         _apply_layer(last, keep, psi, nwires, traffic)
         return psi
+    rest = segments
     if segments and isinstance(segments[0], ProductLayer):
-        initial_product(segments[0], nwires, psi)
+        levels, phases = np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex)
         rest = segments[1:]
+        if rest and isinstance(rest[0], DiagonalBlock) and cache is not None and (uniform := _uniform(rest[0])) is not None:
+            a0, c, masks = uniform  # the first cost layer, applied as the product state is written
+            levels, phases = cache.levels(nwires, masks), _level_phases(a0, c, masks.size, 1.0)
+            rest = rest[1:]
+        initial_product(segments[0], nwires, psi, levels, phases)
+        traffic.add(psi.size, 16 + (LEVEL_BYTES if levels.size else 0))
     else:
         psi[:] = 0.0
         psi[0] = 1.0
-        rest = segments
-    traffic.add(psi.size, 16)  # written once
+        traffic.add(psi.size, 16)
     for seg in rest:
         apply(seg, psi, nwires, cache, traffic)
     return psi

@@ -188,8 +188,9 @@ def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moment
 
 
 @njit(cache=True, parallel=True)
-def product_state(psi, low_bits, low_vectors, high_vectors):
-    """psi = ⊗ single-qubit states: low_vectors[b] / high_vectors[b] are the (2,) vectors of bit b."""
+def product_state(psi, low_bits, low_vectors, high_vectors, levels, phases):
+    """psi = ⊗ single-qubit states: low_vectors[b] / high_vectors[b] are the (2,) vectors of bit b;
+    then, unless ``levels`` is empty, psi[k] *= phases[levels[k]] (a diagonal block, in the same pass)."""
     size = 1 << low_bits
     table = np.ones(size, dtype=np.complex128)
     for lo in range(size):
@@ -200,8 +201,12 @@ def product_state(psi, low_bits, low_vectors, high_vectors):
         for b in range(high_vectors.shape[0]):
             factor *= high_vectors[b, (hi >> b) & 1]
         off = hi * size
-        for lo in range(size):
-            psi[off + lo] = factor * table[lo]
+        if levels.size:
+            for lo in range(size):
+                psi[off + lo] = factor * table[lo] * phases[levels[off + lo]]
+        else:
+            for lo in range(size):
+                psi[off + lo] = factor * table[lo]
 
 
 @njit(cache=True, inline="always")
