@@ -393,21 +393,18 @@ def _diagonal_adjoint(
         phase_a, phase_c = _phase_tables(t, -1.0)
         K.diag_adjoint_tables(phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo)
         traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
-    m = moments.sum(axis=0)
-    low_mask = (1 << t.low_bits) - 1
-    for i, (mask, param, alpha) in enumerate(zip(masks, seg.params, seg.alphas, strict=True)):
-        if param < 0 or alpha == 0.0:
-            continue
-        kind = t.kind[i]
-        if kind == 0:
-            moment = m[0].sum()
-        elif kind == 1:
-            moment = m[0] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
-        elif kind == 2:
-            moment = rowsum @ _z_table(np.array([mask >> t.low_bits]), nwires - t.low_bits)[0]
-        else:
-            moment = m[1 + t.group[i]] @ _z_table(np.array([mask & low_mask]), t.low_bits)[0]
-        grad[param] += -2.0 * alpha * moment
+    m = moments.sum(axis=0)  # row 0: Σ over the chunks of q[lo]; row 1 + g: of z(hi & gmask[g]) q[lo]
+    params, alphas = np.array(seg.params, dtype=np.int64), np.array(seg.alphas, dtype=float)
+    wanted = (params >= 0) & (alphas != 0.0)
+    kind, group, masks = t.kind[wanted], t.group[wanted], masks[wanted]
+    moment = np.zeros(masks.size)
+    low = (kind == 1) | (kind == 3)  # moments from the low-bit table of each term's low mask
+    rows = np.where(kind == 3, 1 + group, 0)[low]
+    moment[low] = np.einsum("tl,tl->t", m[rows], _z_table(masks[low] & ((1 << t.low_bits) - 1), t.low_bits))
+    moment[kind == 0] = m[0].sum()
+    high = kind == 2  # high bits only: from the per-chunk sums
+    moment[high] = _z_table(masks[high] >> t.low_bits, nwires - t.low_bits) @ rowsum
+    np.add.at(grad, params[wanted], -2.0 * alphas[wanted] * moment)
 
 
 def _inverses(mats: np.ndarray) -> np.ndarray:
