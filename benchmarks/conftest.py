@@ -55,14 +55,16 @@ def record(benchmark):
     return _record
 
 
-def interleaved_medians(benchmark, steps: dict, rounds: int, consecutive: int = 1) -> dict[str, float]:
+def interleaved_medians(benchmark, steps: dict, rounds: int, consecutive: int | dict[str, int] = 1) -> dict[str, float]:
     """Median seconds of each step, the steps run in turn round by round (``consecutive`` times each
-    per round): on a shared machine, one after another they drift apart by tens of percent."""
+    per round, or as many as it gives by name, 1 otherwise): on a shared machine, one after another
+    they drift apart by tens of percent."""
     seconds: dict[str, list[float]] = {name: [] for name in steps}
+    counts = {name: consecutive.get(name, 1) if isinstance(consecutive, dict) else consecutive for name in steps}
 
     def one_round():
         for name, step in steps.items():
-            for _ in range(consecutive):
+            for _ in range(counts[name]):
                 start = time.perf_counter()
                 step()
                 seconds[name].append(time.perf_counter() - start)
