@@ -165,20 +165,18 @@ def _layer_passes(layer: ProductLayer, nwires: int) -> list[Pass]:
     top = list(range(K.TILE_BITS, nwires))
     count = -(-len(top) // (K.TILE_BITS - K.MIN_RUN_BITS))
     chunks = [top[len(top) * i // count : len(top) * (i + 1) // count] for i in range(count)]
-    widest = K.TILE_BITS - min(len(c) for c in chunks)  # the longest runs of a later pass
-    spectators = range(widest - K.SPECTATORS, widest)
+    host = min(range(count), key=lambda i: len(chunks[i]))  # the later pass with the longest runs
+    run_end = K.TILE_BITS - len(chunks[host])
+    spectators = list(range(run_end - K.SPECTATORS, run_end))
     gates = dict(items)
     passes = []
     first = [(b, g) for b, g in items if b < K.TILE_BITS and b not in spectators]
     if first:
         passes.append(_pass(spectators[0], list(range(spectators[0], K.TILE_BITS)), nwires, True, first))
-    for chunk in chunks:
-        bits = (list(spectators) if K.TILE_BITS - len(chunk) == widest else []) + chunk
-        group = [(b, gates[b]) for b in bits if b in gates]
+    for i, chunk in enumerate(chunks):
+        group = [(b, gates[b]) for b in (spectators if i == host else []) + chunk if b in gates]
         if group:
             passes.append(_pass(K.TILE_BITS - len(chunk), chunk, nwires, False, group))
-        if K.TILE_BITS - len(chunk) == widest:
-            widest = -1  # the spectators go to one pass
     return passes
 
 
