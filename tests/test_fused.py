@@ -108,6 +108,24 @@ def test_approx_time_evolution_with_trainable_coefficients():
     assert np.abs(qml.grad(ours)(c, t)[0]).min() > 1e-3  # the coefficients' gradient is not zero
 
 
+def test_qaoa_layers_with_broadcast_parameters():
+    """A batch of angles for qml.qaoa's layers: one circuit per row, as on default.qubit."""
+    import networkx as nx
+
+    cost, mixer = qml.qaoa.maxcut(nx.gnm_random_graph(5, 6, seed=3))
+
+    def circuit(gamma, beta):
+        for w in range(5):
+            qml.Hadamard(w)
+        qml.qaoa.cost_layer(gamma, cost)
+        qml.qaoa.mixer_layer(beta, mixer)
+        return qml.expval(cost)
+
+    gammas, betas = np.array([0.1, 0.5, 0.9]), np.array([0.3, 0.2, 0.7])
+    ours = qml.QNode(circuit, get_device(FUSED, wires=5))(gammas, betas)
+    np.testing.assert_allclose(ours, qml.QNode(circuit, qml.device("default.qubit", wires=5))(gammas, betas), atol=1e-12)
+
+
 def test_qaoa_layers_on_mixed_wire_labels():
     wires = [7, "q", "r"]
     cost = qml.Hamiltonian([0.5, -0.25], [qml.Z(7) @ qml.Z("q"), qml.Z("q") @ qml.Z("r")])

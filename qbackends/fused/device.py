@@ -56,6 +56,7 @@ class CommutingRotations(qml.operation.Operation):
     number per layer; the device runs it as its gates; elsewhere it decomposes into them."""
 
     num_params = 1
+    ndim_params = (0,)  # a scalar time; an array of times is a broadcast batch
 
     def __init__(self, t: Any, terms: Any, wires: Any = None, id: Any = None) -> None:
         terms = tuple((gate, tuple(w), float(h)) for gate, w, h in terms)
