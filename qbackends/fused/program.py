@@ -82,9 +82,10 @@ def evolution_terms(op: Any) -> list[tuple[str, list[Any], float]] | None:
         return None
     import pennylane as qml
 
-    words = [
-        (w, float(qml.math.real(qml.math.unwrap(c)))) for w, c in op.hyperparameters["hamiltonian"].pauli_rep.items() if len(w)
-    ]
+    rep = op.hyperparameters["hamiltonian"].pauli_rep
+    words = [(w, float(qml.math.real(qml.math.unwrap(c)))) for w, c in rep.items() if len(w)] if rep is not None else []
+    if not words:  # not a sum of Pauli words, or only an identity: left to PennyLane
+        return None
     if all(set(word.values()) == {"Z"} for word, _ in words):
         return [("MultiRZ" if len(word) > 1 else "RZ", list(word), h) for word, h in words]
     if all(len(word) == 1 for word, _ in words) and len({w for word, _ in words for w in word}) == len(words):
