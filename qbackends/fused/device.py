@@ -59,7 +59,7 @@ class CommutingRotations(qml.operation.Operation):
     ndim_params = (0,)  # a scalar time; an array of times is a broadcast batch
 
     def __init__(self, t: Any, terms: Any, wires: Any = None, id: Any = None) -> None:
-        terms = tuple((gate, tuple(w), float(h)) for gate, w, h in terms)
+        terms = tuple((gate, tuple(w), float(qml.math.unwrap(h))) for gate, w, h in terms)
         self._hyperparameters = {"terms": terms}
         super().__init__(t, wires=wires if wires is not None else list(dict.fromkeys(w for _, ws, _ in terms for w in ws)), id=id)
 
@@ -93,8 +93,8 @@ def commuting_evolutions(tape: Any) -> tuple[Any, Any]:
         if op.name == "Evolution":
             rotations = _z_rotations(op)
         elif (terms := evolution_terms(op)) is not None:
-            if trainable.intersection(coefficients):
-                rotations = _ate_rotations(op)
+            if trainable.intersection(coefficients):  # the gradient reaches them through the angles
+                rotations = CommutingRotations.compute_decomposition(op.data[-1], terms=terms)
             else:
                 rotations = [CommutingRotations(op.data[-1], terms)]
         ops.extend([op] if rotations is None else rotations)
@@ -107,17 +107,6 @@ def _z_rotations(op: Any) -> list[Any] | None:
         return None
     t = op.data[0]
     return [qml.MultiRZ(2 * h * t, wires=w) if w else qml.GlobalPhase(h * t, wires=op.wires) for w, h in terms]
-
-
-def _ate_rotations(op: Any) -> list[Any]:
-    """The gates of ``evolution_terms``, with the coefficients as they are (trainable)."""
-    t = op.data[-1]
-    words = [(word, qml.math.real(c)) for word, c in op.hyperparameters["hamiltonian"].pauli_rep.items() if len(word)]
-    gates = {"X": qml.RX, "Y": qml.RY, "Z": qml.RZ}
-    return [
-        qml.MultiRZ(2 * h * t, wires=list(word)) if len(word) > 1 else gates[word[next(iter(word))]](2 * h * t, wires=list(word))
-        for word, h in words
-    ]
 
 
 class FusedQubit(Device):

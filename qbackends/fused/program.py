@@ -73,17 +73,18 @@ def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
     return terms
 
 
-def evolution_terms(op: Any) -> list[tuple[str, list[Any], float]] | None:
+def evolution_terms(op: Any) -> list[tuple[str, list[Any], Any]] | None:
     """An ``ApproxTimeEvolution`` (``qml.qaoa.cost_layer``/``mixer_layer``) whose terms commute, as
     (gate, wires, h): exactly Π gate(2 h t), one round whatever its Trotter number. The terms commute
     when all are Z words, or all act on one wire each, distinct wires. Identity terms are dropped,
-    as PennyLane's decomposition drops them. None: it does not commute."""
+    as PennyLane's decomposition drops them; h keeps its interface (it may be trainable). None: the
+    terms do not commute."""
     if op.name != "ApproxTimeEvolution":
         return None
     import pennylane as qml
 
     rep = op.hyperparameters["hamiltonian"].pauli_rep
-    words = [(w, float(qml.math.real(qml.math.unwrap(c)))) for w, c in rep.items() if len(w)] if rep is not None else []
+    words = [(w, qml.math.real(c)) for w, c in rep.items() if len(w)] if rep is not None else []
     if not words:  # not a sum of Pauli words, or only an identity: left to PennyLane
         return None
     if all(set(word.values()) == {"Z"} for word, _ in words):
