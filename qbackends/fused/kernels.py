@@ -378,6 +378,24 @@ def _inner_count(tile_bits, width):
     return count
 
 
+@njit(cache=True, inline="always")
+def _apply_gates(re, im, tile_bits, mats):
+    """All of a pass's gates on a tile: those on the low tile bits one L1-sized block at a time."""
+    width = re.size
+    inner = _inner_count(tile_bits, width)
+    for block in range(0, width, SUBTILE):
+        for i in range(inner):
+            _apply_2x2(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits[i], mats[i])
+    for i in range(inner, mats.shape[0]):
+        _apply_2x2(re, im, tile_bits[i], mats[i])
+
+
+@njit(cache=True, inline="always")
+def _tiles_of_thread(t, tiles, nthreads):
+    per = (tiles + nthreads - 1) // nthreads
+    return t * per, min(tiles, (t + 1) * per)
+
+
 @njit(cache=True, parallel=True, fastmath=True)
 def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits):
     """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
@@ -387,13 +405,7 @@ def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, t
         re = np.empty(width)
         im = np.empty(width)
         _gather(re, im, source, tile, rest_bits, high_bits, run_bits, transposed)
-        inner = _inner_count(tile_bits, width)
-        for block in range(0, width, SUBTILE):  # gates on the low tile bits, one L1-sized block at a time
-            sre, sim = re[block : block + SUBTILE], im[block : block + SUBTILE]
-            for i in range(inner):
-                _apply_2x2(sre, sim, tile_bits[i], mats[i])
-        for i in range(inner, mats.shape[0]):
-            _apply_2x2(re, im, tile_bits[i], mats[i])
+        _apply_gates(re, im, tile_bits, mats)
         _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
 
 
@@ -403,14 +415,10 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
     φ, λ ← U_i† φ, U_i† λ (``inverses[i]``) for every gate of the pass. The gates act on distinct
     wires and P_i commutes with U_i, so each moment may be taken before or after any undoing."""
     width = 1 << (run_bits + high_bits.size)
-    tiles = 1 << rest_bits.size
-    per = (tiles + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        pre = np.empty(width)
-        pim = np.empty(width)
-        lre = np.empty(width)
-        lim = np.empty(width)
-        for tile in range(t * per, min(tiles, (t + 1) * per)):
+        pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
+        first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
+        for tile in range(first, last):
             _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
             _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
             inner = _inner_count(tile_bits, width)
@@ -447,26 +455,17 @@ def layer_adjoint_lambda(
     φ must be at the position λ is at then: every moment of the layer may be taken at its output
     (before any undoing) or at its input (after all of it)."""
     width = 1 << (run_bits + high_bits.size)
-    tiles = 1 << rest_bits.size
-    per = (tiles + nthreads - 1) // nthreads
     for t in prange(nthreads):
-        pre = np.empty(width)
-        pim = np.empty(width)
-        lre = np.empty(width)
-        lim = np.empty(width)
-        for tile in range(t * per, min(tiles, (t + 1) * per)):
+        pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
+        first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
+        for tile in range(first, last):
             _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
             if before or after:
                 _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
             if before:
                 _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
             if undo:
-                inner = _inner_count(tile_bits, width)
-                for block in range(0, width, SUBTILE):
-                    for i in range(inner):
-                        _apply_2x2(lre[block : block + SUBTILE], lim[block : block + SUBTILE], tile_bits[i], inverses[i])
-                for i in range(inner, inverses.shape[0]):
-                    _apply_2x2(lre, lim, tile_bits[i], inverses[i])
+                _apply_gates(lre, lim, tile_bits, inverses)
                 _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
             if after:
                 _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
