@@ -31,6 +31,7 @@ class Row:
     cost: float | None  # price of one iteration, when a price is known
     bytes_per_second: float | None = None  # what the backend's kernels moved, when it counts them
     of_copy: float | None = None  # that, as a fraction of the machine's copy bandwidth in the same run
+    chose: str | None = None  # for an ``auto`` row: the backend it took, and that backend's own ratio
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
@@ -114,9 +115,12 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
     per backend of a benchmark that timed several side by side (``extra_info["medians"]``: backend ->
     seconds, or kind -> backend -> seconds, a group per kind). With ``extra_info["bytes_moved"]``
     (the same shape) and ``extra_info["copy_bytes_per_second"]``, a row also says what fraction of
-    the machine's copy bandwidth the backend reached."""
+    the machine's copy bandwidth the backend reached. With ``extra_info["chosen"]`` (an auto row's
+    name -> the backend it took), the auto row names that backend and its ratio: two rows of one
+    device differ only by the machine's noise."""
     cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     roofline: dict[tuple[str, int, str], tuple[float, float | None]] = {}
+    took: dict[tuple[str, int, str], str] = {}
     for bench in benchmarks:
         params = bench.get("params") or {}
         backend, size = _backend_of(params), _size_of(params)
@@ -127,7 +131,9 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
             moved = extra.get("bytes_moved") or {}
             copy = extra.get("copy_bytes_per_second")
             copy = float(copy) if isinstance(copy, (int, float)) and copy > 0 else None
+            chosen = extra.get("chosen") or {}
             for kind, by_name, bytes_by_name in _by_kind(group, medians, moved):
+                took.update({(kind, size, str(name)): str(b) for name, b in chosen.items() if name in by_name})
                 for name, seconds in by_name.items():
                     if isinstance(seconds, (int, float)) and seconds > 0:
                         cells[(kind, size)][str(name)] = float(seconds)
@@ -147,6 +153,9 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
         for backend, median in sorted(medians.items(), key=lambda kv: kv[1]):
             price = _price_for(backend, prices or {})
             rate, copy = roofline.get((group, size, backend), (None, None))
+            chose = took.get((group, size, backend))
+            if chose is not None and chose in medians:
+                chose = f"{chose}, x{medians[chose] / best:.2f}"
             out.append(
                 Row(
                     group,
@@ -157,6 +166,7 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
                     None if price is None else median * price,
                     rate,
                     None if rate is None or copy is None else rate / copy,
+                    chose,
                 )
             )
     return out
@@ -185,7 +195,8 @@ def format_table(table: list[Row]) -> str:
         lines += [f"## {group}", "", header, rule]
         for r in members:
             cost = f"{r.cost:.3g}" if r.cost is not None else "-"
-            line = f"| {r.size} | {r.backend} | {r.median:.4g} | {r.ratio:.2f} | {cost} |"
+            name = r.backend if r.chose is None else f"{r.backend} (took {r.chose})"
+            line = f"| {r.size} | {name} | {r.median:.4g} | {r.ratio:.2f} | {cost} |"
             if measured:
                 rate = f"{r.bytes_per_second / 1e9:.1f}" if r.bytes_per_second is not None else "-"
                 share = f"{r.of_copy:.0%}" if r.of_copy is not None else "-"
