@@ -31,7 +31,7 @@ class Row:
     cost: float | None  # price of one iteration, when a price is known
     bytes_per_second: float | None = None  # what the backend's kernels moved, when it counts them
     of_copy: float | None = None  # that, as a fraction of the machine's copy bandwidth in the same run
-    chose: str | None = None  # for an ``auto`` row: the backend it took, and that backend's own ratio
+    chose: str | None = None  # for an ``auto`` row: the backend it took, and its ratio to the fastest backend
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
@@ -116,8 +116,8 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
     seconds, or kind -> backend -> seconds, a group per kind). With ``extra_info["bytes_moved"]``
     (the same shape) and ``extra_info["copy_bytes_per_second"]``, a row also says what fraction of
     the machine's copy bandwidth the backend reached. With ``extra_info["chosen"]`` (an auto row's
-    name -> the backend it took), the auto row names that backend and its ratio: two rows of one
-    device differ only by the machine's noise."""
+    name -> the backend it took), the auto row names that backend and its ratio to the fastest
+    backend (auto rows aside): two rows of one device differ only by the machine's noise."""
     cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     roofline: dict[tuple[str, int, str], tuple[float, float | None]] = {}
     took: dict[tuple[str, int, str], str] = {}
@@ -154,8 +154,9 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
             price = _price_for(backend, prices or {})
             rate, copy = roofline.get((group, size, backend), (None, None))
             chose = took.get((group, size, backend))
-            if chose is not None and chose in medians:
-                chose = f"{chose}, x{medians[chose] / best:.2f}"
+            if chose is not None and chose in medians:  # against the fastest backend, auto rows aside
+                others = [m for b, m in medians.items() if (group, size, b) not in took]
+                chose = f"{chose}, x{medians[chose] / min(others):.2f} of the fastest backend"
             out.append(
                 Row(
                     group,

@@ -143,20 +143,27 @@ def test_the_roofline_column_for_a_backend_that_counts_its_bytes():
 
 
 def test_an_auto_row_names_the_backend_it_took_and_that_backends_ratio():
-    """Two rows of one device differ by the machine's noise alone; the auto row says which row it is."""
+    """Two rows of one device differ by the machine's noise alone: the auto row says which backend it
+    took and how that backend's row compares with the fastest backend's."""
     bench = {
         "group": GRADIENT,
         "name": "test_qaoa_value_and_gradient[20]",
         "params": {"nodes": 20},
         "stats": {"median": 9.0},
         "extra_info": {
-            "medians": {"local:qbackends/fused.qubit": 0.084, "auto: QAOA workload": 0.065, "auto": 0.62},
+            "medians": {
+                "local:qbackends/fused.qubit": 0.084,
+                "local:pennylane/lightning.qubit": 0.62,
+                "auto: QAOA workload": 0.065,
+                "auto": 0.6,
+            },
             "chosen": {"auto: QAOA workload": "local:qbackends/fused.qubit", "auto": "local:pennylane/lightning.qubit"},
         },
     }
     rows = {r.backend: r for r in benchreport.rows([bench])}
-    assert rows["auto: QAOA workload"].chose == "local:qbackends/fused.qubit, x1.29"
-    assert rows["auto"].chose == "local:pennylane/lightning.qubit"  # not timed in this group: named only
+    assert rows["auto: QAOA workload"].chose == "local:qbackends/fused.qubit, x1.00 of the fastest backend"
+    assert rows["auto"].chose == "local:pennylane/lightning.qubit, x7.38 of the fastest backend"
     assert rows["local:qbackends/fused.qubit"].chose is None
     text = benchreport.format_table(list(rows.values()))
-    assert "| 20 | auto: QAOA workload (took local:qbackends/fused.qubit, x1.29) | 0.065 | 1.00 | - |" in text
+    line = "| 20 | auto: QAOA workload (took local:qbackends/fused.qubit, x1.00 of the fastest backend) | 0.065 | 1.00 | - |"
+    assert line in text
