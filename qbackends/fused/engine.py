@@ -143,9 +143,16 @@ def _phase_tables(t: Tables, sign: float) -> tuple[np.ndarray, np.ndarray]:
     return phase_a, phase_c
 
 
-def _level_phases(a0: float, c: float, terms: int, sign: float) -> np.ndarray:
-    angles = a0 + c * (terms - 2.0 * np.arange(terms + 1))
-    return np.exp(1j * sign * angles)
+def _by_level(
+    block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(levels, phases) that apply the block as phases[levels[k]] (``sign`` -1 undoes it), when it is
+    uniform and a cache keeps its levels; None otherwise (the table kernels apply it)."""
+    if cache is None or (uniform := _uniform(block)) is None:
+        return None
+    a0, c, masks = uniform
+    angles = a0 + c * (masks.size - 2.0 * np.arange(masks.size + 1))
+    return cache.levels(nwires, masks), np.exp(1j * sign * angles)
 
 
 def _layer_passes(layer: ProductLayer, nwires: int) -> list[Pass]:
@@ -260,9 +267,8 @@ def forward(
     if segments and isinstance(segments[0], ProductLayer):
         levels, phases = np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex)
         rest = segments[1:]
-        if rest and isinstance(rest[0], DiagonalBlock) and cache is not None and (uniform := _uniform(rest[0])) is not None:
-            a0, c, masks = uniform  # the first cost layer, applied as the product state is written
-            levels, phases = cache.levels(nwires, masks), _level_phases(a0, c, masks.size, 1.0)
+        if rest and isinstance(rest[0], DiagonalBlock) and (by_level := _by_level(rest[0], nwires, cache, 1.0)):
+            levels, phases = by_level  # the first cost layer, applied as the product state is written
             rest = rest[1:]
         initial_product(segments[0], nwires, psi, levels, phases)
         traffic.add(psi.size, 16 + (LEVEL_BYTES if levels.size else 0))
@@ -284,9 +290,8 @@ def _apply_layer(layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwire
 
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
     traffic = traffic if traffic is not None else Traffic()
-    if isinstance(seg, DiagonalBlock) and cache is not None and (uniform := _uniform(seg)) is not None:
-        a0, c, masks = uniform
-        K.phase_by_level(psi, cache.levels(nwires, masks), _level_phases(a0, c, masks.size, 1.0))
+    if isinstance(seg, DiagonalBlock) and (by_level := _by_level(seg, nwires, cache, 1.0)):
+        K.phase_by_level(psi, *by_level)
         traffic.add(psi.size, STATE_PASS + LEVEL_BYTES)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
@@ -381,10 +386,8 @@ def _diagonal_adjoint(
     t = split_tables(masks, coefs, nwires)
     rowsum = np.zeros(phi.size >> t.low_bits)
     moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
-    if cache is not None and (uniform := _uniform(seg)) is not None:
-        a0, c, varying = uniform
-        phases = _level_phases(a0, c, varying.size, -1.0)
-        levels = cache.levels(nwires, varying)
+    if by_level := _by_level(seg, nwires, cache, -1.0):
+        levels, phases = by_level
         K.diag_adjoint_levels(phi, lam, levels, phases, t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
         traffic.add(phi.size, (2 * STATE_PASS if undo else STATE_PASS) + LEVEL_BYTES)
     else:

@@ -44,6 +44,13 @@ def zsign(x):
     return 1.0 - 2.0 * parity(x)
 
 
+@njit(cache=True, inline="always")
+def _tiles_of_thread(t, tiles, nthreads):
+    """The chunks (tiles) thread t of nthreads takes: [first, last)."""
+    per = (tiles + nthreads - 1) // nthreads
+    return t * per, min(tiles, (t + 1) * per)
+
+
 @njit(cache=True)
 def _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, out):
     base = 0.0
@@ -103,13 +110,12 @@ def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_
     (one slice per thread t), then, if ``undo``, undoes the block on φ and λ (tables built for sign -1).
     """
     size = 1 << low_bits
-    chunks = phi.size >> low_bits
-    per = (chunks + nthreads - 1) // nthreads
     for t in prange(nthreads):
         re = np.empty(size)
         im = np.empty(size)
         q = np.empty(size)
-        for hi in range(t * per, min(chunks, (t + 1) * per)):
+        first, last = _tiles_of_thread(t, phi.size >> low_bits, nthreads)
+        for hi in range(first, last):
             _chunk_phases(hi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, -1.0, re, im)
             off = hi * size
             for lo in range(size):
@@ -169,13 +175,12 @@ def phase_by_level(psi, levels, table):
 
 @njit(cache=True, parallel=True, fastmath=True)
 def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moments, nthreads, undo):
-    """diag_adjoint for a block applied by level: the undo multiplies by table[levels[k]]."""
+    """diag_adjoint_tables for a block applied by level: the undo multiplies by table[levels[k]]."""
     size = 1 << low_bits
-    chunks = phi.size >> low_bits
-    per = (chunks + nthreads - 1) // nthreads
     for t in prange(nthreads):
         q = np.empty(size)
-        for hi in range(t * per, min(chunks, (t + 1) * per)):
+        first, last = _tiles_of_thread(t, phi.size >> low_bits, nthreads)
+        for hi in range(first, last):
             off = hi * size
             for lo in range(size):
                 p, lm = phi[off + lo], lam[off + lo]
@@ -388,12 +393,6 @@ def _apply_gates(re, im, tile_bits, mats):
             _apply_2x2(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits[i], mats[i])
     for i in range(inner, mats.shape[0]):
         _apply_2x2(re, im, tile_bits[i], mats[i])
-
-
-@njit(cache=True, inline="always")
-def _tiles_of_thread(t, tiles, nthreads):
-    per = (tiles + nthreads - 1) // nthreads
-    return t * per, min(tiles, (t + 1) * per)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
