@@ -25,6 +25,7 @@ LOW_BITS = 11  # product states: runs of 2048 amplitudes
 SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom of its tiles
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
 TRANSPOSE_RUNS = 16  # transposed tiles are copied 16 runs at a time
+PAIR_MIN_BIT = 4  # gates on bits below pair badly: runs shorter than 16 amplitudes
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
@@ -384,15 +385,56 @@ def _inner_count(tile_bits, width):
 
 
 @njit(cache=True, inline="always")
+def _quad_start(q0, step1, step2):
+    """The first amplitude ``a`` of quadruple number ``q0`` (a multiple of step1): q0 with zero bits
+    put in at the two gates' bits. Its quadruple is a, a + step1, a + step2, a + step1 + step2."""
+    low = step1 - np.uint64(1)
+    mid = (step2 >> np.uint64(1)) - np.uint64(1)
+    return ((q0 & ~mid) << np.uint64(2)) | ((q0 & mid & ~low) << np.uint64(1))
+
+
+@njit(cache=True, inline="always")
+def _apply_rx_pair(re, im, bit1, bit2, m1, m2):
+    """Two RX-shaped gates, on bits bit1 < bit2, in one sweep: each quadruple of amplitudes is loaded
+    and stored once, not twice (gates on tiles are bound by loads and stores, not arithmetic)."""
+    step1 = np.uint64(1) << np.uint64(bit1)
+    step2 = np.uint64(1) << np.uint64(bit2)
+    c1, s1, c2, s2 = m1[0, 0].real, m1[0, 1].imag, m2[0, 0].real, m2[0, 1].imag
+    for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
+        start = _quad_start(q0, step1, step2)
+        for a in range(start, start + step1):
+            b, c = a + step1, a + step2
+            d = c + step1
+            ar, ai, br, bi = re[a], im[a], re[b], im[b]
+            cr, ci, dr, di = re[c], im[c], re[d], im[d]
+            ar, ai, br, bi = c1 * ar - s1 * bi, c1 * ai + s1 * br, c1 * br - s1 * ai, c1 * bi + s1 * ar
+            cr, ci, dr, di = c1 * cr - s1 * di, c1 * ci + s1 * dr, c1 * dr - s1 * ci, c1 * di + s1 * cr
+            re[a], im[a], re[c], im[c] = c2 * ar - s2 * ci, c2 * ai + s2 * cr, c2 * cr - s2 * ai, c2 * ci + s2 * ar
+            re[b], im[b], re[d], im[d] = c2 * br - s2 * di, c2 * bi + s2 * dr, c2 * dr - s2 * bi, c2 * di + s2 * br
+
+
+@njit(cache=True, inline="always")
+def _apply_range(re, im, tile_bits, mats, first, last):
+    """Gates first..last-1 (on ascending bits), two RX-shaped ones per sweep where they follow each
+    other (and the lower bit's runs are long enough to vectorise)."""
+    i = first
+    while i < last:
+        if i + 1 < last and tile_bits[i] >= PAIR_MIN_BIT and _is_rx_shaped(mats[i]) and _is_rx_shaped(mats[i + 1]):
+            _apply_rx_pair(re, im, tile_bits[i], tile_bits[i + 1], mats[i], mats[i + 1])
+            i += 2
+        else:
+            _apply_2x2(re, im, tile_bits[i], mats[i])
+            i += 1
+
+
+@njit(cache=True, inline="always")
 def _apply_gates(re, im, tile_bits, mats):
     """All of a pass's gates on a tile: those on the low tile bits one L1-sized block at a time."""
     width = re.size
     inner = _inner_count(tile_bits, width)
     for block in range(0, width, SUBTILE):
-        for i in range(inner):
-            _apply_2x2(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits[i], mats[i])
-    for i in range(inner, mats.shape[0]):
-        _apply_2x2(re, im, tile_bits[i], mats[i])
+        _apply_range(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits, mats, 0, inner)
+    _apply_range(re, im, tile_bits, mats, inner, mats.shape[0])
 
 
 @njit(cache=True, parallel=True, fastmath=True)
@@ -434,15 +476,47 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
 
 
 @njit(cache=True, inline="always")
+def _x_moment_pair(pre, pim, lre, lim, bit1, bit2):
+    """Im⟨λ|X|φ⟩ on bit1 and on bit2 (bit1 < bit2) in one sweep over the quadruples."""
+    step1 = np.uint64(1) << np.uint64(bit1)
+    step2 = np.uint64(1) << np.uint64(bit2)
+    acc1 = 0.0
+    acc2 = 0.0
+    for q0 in range(np.uint64(0), np.uint64(pre.size) >> np.uint64(2), step1):
+        start = _quad_start(q0, step1, step2)
+        for a in range(start, start + step1):
+            b, c = a + step1, a + step2
+            d = c + step1
+            ar, ai, br, bi, cr, ci, dr, di = pre[a], pim[a], pre[b], pim[b], pre[c], pim[c], pre[d], pim[d]
+            xr, xi, yr, yi, ur, ui, vr, vi = lre[a], lim[a], lre[b], lim[b], lre[c], lim[c], lre[d], lim[d]
+            acc1 += (xr * bi - xi * br) + (yr * ai - yi * ar) + (ur * di - ui * dr) + (vr * ci - vi * cr)
+            acc2 += (xr * ci - xi * cr) + (ur * ai - ui * ar) + (yr * di - yi * dr) + (vr * bi - vi * br)
+    return acc1, acc2
+
+
+@njit(cache=True, inline="always")
+def _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, first, last):
+    """out[t, i] += the moment of gate i, for gates first..last-1, two X moments per sweep where they follow each other."""
+    i = first
+    while i < last:
+        if i + 1 < last and tile_bits[i] >= PAIR_MIN_BIT and generators[i] == 1 and generators[i + 1] == 1:
+            m1, m2 = _x_moment_pair(pre, pim, lre, lim, tile_bits[i], tile_bits[i + 1])
+            out[t, i] += m1
+            out[t, i + 1] += m2
+            i += 2
+        else:
+            out[t, i] += _moment(pre, pim, lre, lim, tile_bits[i], generators[i])
+            i += 1
+
+
+@njit(cache=True, inline="always")
 def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
     width = pre.size
     inner = _inner_count(tile_bits, width)
     for block in range(0, width, SUBTILE):
         end = block + SUBTILE
-        for i in range(inner):
-            out[t, i] += _moment(pre[block:end], pim[block:end], lre[block:end], lim[block:end], tile_bits[i], generators[i])
-    for i in range(inner, tile_bits.size):
-        out[t, i] += _moment(pre, pim, lre, lim, tile_bits[i], generators[i])
+        _moments_range(pre[block:end], pim[block:end], lre[block:end], lim[block:end], tile_bits, generators, out, t, 0, inner)
+    _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, inner, tile_bits.size)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
