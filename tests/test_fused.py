@@ -522,12 +522,24 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
     assert len(engine._layer_passes(layer, n)) == {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 26: 3, 31: 3}[n]
 
 
-def test_tracker_reports_the_bytes_the_kernels_move():
-    """p=1 QAOA at 16 wires: |+> written with the cost's phases by level (16 + 2 B per amplitude), the
-    mixer in two tiled passes (2 x 32), then the energy (24). The gradient adds λ, in place of ψ (40); the adjoint
-    sweeps of the mixer on λ alone, its input kept by the forward pass: λ undone in the second pass (32),
-    undone in the first with the moments at the input (48), the second's moments (32); and the cost's
-    moments, read only (34): it is the last segment differentiated."""
+@pytest.mark.parametrize(
+    "layers,energy,gradient",
+    [
+        # |+> written with the cost's phases by level (16 + 2 B per amplitude), the mixer in two tiled
+        # passes (2 x 32), the energy (24). The gradient: λ in place of ψ (40); the mixer undone on λ
+        # alone, its input kept by the forward pass: the second pass (32), the first with the moments
+        # at the input (48), the second's moments read with the cost's moments (34).
+        (1, 18 + 2 * 32 + 24, 18 + 2 * 32 + 40 + 32 + 48 + 34),
+        # p=2: the first mixer's second pass, the second cost layer and the second mixer's second pass
+        # in one sweep (32 + 2), which for the gradient also writes the kept input (16). Adjoint: the last mixer's
+        # second pass (32), its first with the moments (48); one sweep takes the second pass's moments,
+        # the cost layer's, undoes it and the first mixer's second pass (50); |+> and the first cost
+        # layer written again (18); the first mixer's first pass with the first cost layer's moments (34).
+        (2, 18 + 32 + 34 + 32 + 24, 18 + 32 + 50 + 32 + 40 + 32 + 48 + 50 + 18 + 34),
+    ],
+)
+def test_tracker_reports_the_bytes_the_kernels_move(layers, energy, gradient):
+    """QAOA at 16 wires: the bytes per amplitude each pass of the fused simulator moves."""
     n = 16
     import networkx as nx
 
@@ -538,13 +550,15 @@ def test_tracker_reports_the_bytes_the_kernels_move():
     def circuit(p):
         for w in range(n):
             qml.Hadamard(w)
-        qml.qaoa.cost_layer(p[0], cost)
-        qml.qaoa.mixer_layer(p[1], mixer)
+        for layer in range(layers):
+            qml.qaoa.cost_layer(p[0][layer], cost)
+            qml.qaoa.mixer_layer(p[1][layer], mixer)
         return qml.expval(cost)
 
+    params = np.random.default_rng(3).uniform(0, 1, (2, layers))
     with qml.Tracker(device) as tracker:
-        circuit(qml.numpy.array([0.2, 0.3], requires_grad=False))
-    assert tracker.totals["bytes_moved"] == (18 + 2 * 32 + 24) * 2**n
+        circuit(qml.numpy.array(params, requires_grad=False))
+    assert tracker.totals["bytes_moved"] == energy * 2**n
     with qml.Tracker(device) as tracker:
-        qml.grad(circuit)(qml.numpy.array([0.2, 0.3], requires_grad=True))
-    assert tracker.totals["bytes_moved"] == (18 + 2 * 32 + 40 + 32 + 48 + 32 + 34) * 2**n
+        qml.grad(circuit)(qml.numpy.array(params, requires_grad=True))
+    assert tracker.totals["bytes_moved"] == gradient * 2**n

@@ -244,6 +244,59 @@ def keeps_last_input(segments: list[Segment]) -> bool:
     return len(with_parameters) >= 2 and with_parameters[-1] == len(segments) - 1 and isinstance(segments[-1], ProductLayer)
 
 
+class Fusion(NamedTuple):
+    """Layer ``i``'s pass ``a``, the uniform diagonal block after it and pass ``b`` of the next layer
+    share one tiling: one sweep applies all three (or, in the adjoint, undoes them)."""
+
+    a: int
+    b: int
+    low: Pass  # layer i's pass a
+    high: Pass  # layer i + 2's pass b
+    levels: np.ndarray
+    phases: np.ndarray
+
+
+def _same_tiling(p: Pass, q: Pass) -> bool:
+    return (
+        p.run_bits == q.run_bits
+        and p.transposed == q.transposed
+        and np.array_equal(p.high, q.high)
+        and np.array_equal(p.rest, q.rest)
+    )
+
+
+def _fusion(
+    segments: list[Segment], i: int, nwires: int, cache: DiagonalCache | None, sign: float, done: int | None = None
+) -> Fusion | None:
+    """The fusion of segments i, i+1, i+2 (layer, uniform diagonal block, layer), if they are that and
+    two of the layers' passes share a tiling; ``done``: a pass of layer i already run elsewhere."""
+    if i < 0 or i + 2 >= len(segments):
+        return None
+    low, block, high = segments[i : i + 3]
+    if not (isinstance(low, ProductLayer) and isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock)):
+        return None
+    by_level = _by_level(block, nwires, cache, sign)
+    if by_level is None:
+        return None
+    lows, highs = _layer_passes(low, nwires), _layer_passes(high, nwires)
+    for a in reversed(range(len(lows))):
+        for b in range(len(highs)):
+            if a != done and _same_tiling(lows[a], highs[b]):
+                return Fusion(a, b, lows[a], highs[b], *by_level)
+    return None
+
+
+def _forward_fusions(segments: list[Segment], start: int, nwires: int, cache: DiagonalCache | None) -> dict[int, Fusion]:
+    """The fusions the forward pass makes from segment ``start`` on, by the index of their first
+    layer, left to right: a layer whose pass ran in one fusion may take part in the next with another pass."""
+    fusions: dict[int, Fusion] = {}
+    for i in range(start, len(segments)):
+        previous = fusions.get(i - 2)
+        if fusion := _fusion(segments, i, nwires, cache, 1.0, previous.b if previous else None):
+            fusions[i] = fusion
+    return fusions
+
+
 def forward(
     segments: list[Segment],
     nwires: int,
@@ -255,30 +308,85 @@ def forward(
     """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
     ``cache`` keeps level tables of uniform diagonal blocks between executions; ``traffic`` counts bytes;
     ``keep``: a second buffer that, if ``keeps_last_input(segments)``, is left holding the state at
-    the last segment's input (at no extra cost: the segments before it run there)."""
+    the last segment's input (at no extra cost: the segments before it run there, or the pass that
+    applies the block before it writes it).
+
+    A layer, a uniform diagonal block and a layer (a QAOA mixer, cost layer, mixer) take one pass
+    fewer than one by one: a pass of each layer shares a tiling, and one sweep applies both and the
+    block between them."""
     traffic = traffic if traffic is not None else Traffic()
-    if keep is not None and keeps_last_input(segments):
+    keeping = keep is not None and keeps_last_input(segments)
+    first_block = _first_block(segments, nwires, cache)
+    start = 0 if not segments or not isinstance(segments[0], ProductLayer) else 1 if first_block is None else 2
+    fusions = _forward_fusions(segments, start, nwires, cache)
+    if keeping and len(segments) - 3 not in fusions:
+        assert keep is not None
         forward(segments[:-1], nwires, keep, cache, traffic)
         last = segments[-1]
         assert isinstance(last, ProductLayer)
         _apply_layer(last, keep, psi, nwires, traffic)
         return psi
-    rest = segments
-    if segments and isinstance(segments[0], ProductLayer):
-        levels, phases = np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex)
-        rest = segments[1:]
-        if rest and isinstance(rest[0], DiagonalBlock) and (by_level := _by_level(rest[0], nwires, cache, 1.0)):
-            levels, phases = by_level  # the first cost layer, applied as the product state is written
-            rest = rest[1:]
-        initial_product(segments[0], nwires, psi, levels, phases)
-        traffic.add(psi.size, 16 + (LEVEL_BYTES if levels.size else 0))
-    else:
+    _initial_state(segments[:start], nwires, psi, first_block, traffic)
+    i = start
+    while i < len(segments):
+        seg = segments[i]
+        if not isinstance(seg, ProductLayer):
+            apply(seg, psi, nwires, cache, traffic)
+            i += 1
+            continue
+        fusion, previous = fusions.get(i), fusions.get(i - 2)
+        passes = _layer_passes(seg, nwires)
+        for k, p in enumerate(passes):
+            if not (previous and k == previous.b) and not (fusion and k == fusion.a):
+                K.layer_apply(psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits)
+                traffic.add(psi.size, STATE_PASS)
+        if fusion is None:
+            i += 1
+            continue
+        p, q = fusion.low, fusion.high
+        into = keep if keeping and i + 2 == len(segments) - 1 else None
+        K.layers_with_diagonal(
+            psi,
+            into if into is not None else np.empty(0, dtype=complex),
+            p.run_bits,
+            p.high,
+            p.rest,
+            p.transposed,
+            p.mats,
+            p.tile_bits,
+            fusion.levels,
+            fusion.phases,
+            q.mats,
+            q.tile_bits,
+        )
+        traffic.add(psi.size, STATE_PASS + LEVEL_BYTES + (STATE_PASS // 2 if into is not None else 0))
+        i += 2
+    return psi
+
+
+def _first_block(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(levels, phases) of a uniform diagonal block right after a first product layer (QAOA's first
+    cost layer after |+⟩): applied as the product state is written."""
+    if len(segments) > 1 and isinstance(segments[0], ProductLayer) and isinstance(segments[1], DiagonalBlock):
+        return _by_level(segments[1], nwires, cache, 1.0)
+    return None
+
+
+def _initial_state(
+    initial: list[Segment], nwires: int, psi: np.ndarray, block: tuple[np.ndarray, np.ndarray] | None, traffic: Traffic
+) -> None:
+    """Write the state after the ``initial`` segments: none (|0...0⟩), a product layer (a product
+    state) or a product layer and the uniform diagonal block after it (its ``block`` levels and phases)."""
+    if not initial:
         psi[:] = 0.0
         psi[0] = 1.0
         traffic.add(psi.size, 16)
-    for seg in rest:
-        apply(seg, psi, nwires, cache, traffic)
-    return psi
+        return
+    layer = initial[0]
+    assert isinstance(layer, ProductLayer)
+    levels, phases = block if len(initial) == 2 and block else (np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex))
+    initial_product(layer, nwires, psi, levels, phases)
+    traffic.add(psi.size, 16 + (LEVEL_BYTES if levels.size else 0))
 
 
 def _apply_layer(layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic) -> None:
@@ -339,14 +447,20 @@ def adjoint_gradient(
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
     first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
-    for i in reversed(range(first_needed, len(segments))):  # segments before the first parameter need no undoing
+    i = len(segments) - 1
+    while i >= first_needed:  # segments before the first parameter need no undoing
         seg = segments[i]
         undo = i != first_needed  # nor does the first one: its moments are the last needed
+        at_input = _block_at_input(segments, i, first_needed, nwires, cache)
+        took_block = False
         if isinstance(seg, ProductLayer) and kept and i == len(segments) - 1:
-            _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad)
+            if fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache):
+                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed)
+                continue
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, at_input=at_input)
         elif isinstance(seg, ProductLayer) and undo and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
-            _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill)
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill, at_input=at_input)
         elif isinstance(seg, ProductLayer):
             _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo)
         elif isinstance(seg, DiagonalBlock):
@@ -360,7 +474,110 @@ def adjoint_gradient(
             K.cnot(phi, seg.control, seg.target)
             K.cnot(lam, seg.control, seg.target)
             traffic.add(phi.size, STATE_PASS)
+        i -= 2 if took_block else 1
     return grad
+
+
+def _level_parameter(block: DiagonalBlock) -> bool:
+    """Whether the block's moments follow from level sums (``_add_level_moments``): all its varying
+    terms have one parameter (or none) and one alpha, as a QAOA cost layer's do."""
+    varying = [(p, a) for m, p, a in zip(block.masks, block.params, block.alphas, strict=True) if m != 0]
+    return len(set(varying)) == 1
+
+
+def _block_at_input(
+    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None
+) -> tuple[DiagonalBlock, np.ndarray] | None:
+    """(block, levels) when segment i - 1 is the first segment with parameters and a uniform diagonal
+    block whose moments the adjoint pass over layer i takes at its input."""
+    block = segments[i - 1] if i - 1 == first_needed else None
+    if not isinstance(block, DiagonalBlock) or not _level_parameter(block):
+        return None
+    by_level = _by_level(block, nwires, cache, -1.0)
+    return (block, by_level[0]) if by_level else None
+
+
+def _add_level_moments(grad: np.ndarray, block: DiagonalBlock, sums: np.ndarray) -> None:
+    """The block's gradient from sums[t] = (Σ q, Σ q·level): its varying terms' z sum to T - 2·level."""
+    s0, s1 = sums.sum(axis=0)
+    count = sum(m != 0 for m in block.masks)
+    varying_done = False
+    for mask, param, alpha in zip(block.masks, block.params, block.alphas, strict=True):
+        if param < 0 or alpha == 0.0:
+            continue
+        if mask == 0:
+            grad[param] += -2.0 * alpha * s0
+        elif not varying_done:
+            grad[param] += -2.0 * alpha * (count * s0 - 2.0 * s1)
+            varying_done = True
+
+
+def _adjoint_fusion(
+    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None
+) -> Fusion | None:
+    """The fusion for the adjoint pass over the kept last layer i, the uniform block before it and
+    the layer before that, when that layer's input is refilled from a cheap prefix."""
+    block = segments[i - 1] if i - 2 > first_needed else None
+    if not isinstance(block, DiagonalBlock) or not _level_parameter(block) or not _cheap_prefix(segments[: i - 2]):
+        return None
+    return _fusion(segments, i - 2, nwires, cache, -1.0)
+
+
+def _fused_adjoint(
+    segments: list[Segment],
+    i: int,
+    fusion: Fusion,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    nwires: int,
+    cache: DiagonalCache | None,
+    traffic: Traffic,
+    grad: np.ndarray,
+    first_needed: int,
+) -> int:
+    """The adjoint pass over layer i (kept: φ holds its input), the block before it and layer i - 2:
+    layer i's passes on λ, its shared-tiling pass first and that pass's moments left to one sweep
+    that also takes the block's moments, undoes it, and takes and undoes layer i - 2's pass; then φ
+    is refilled with layer i - 2's input and its other passes run. Returns the next segment to undo."""
+    high, block, low = segments[i], segments[i - 1], segments[i - 2]
+    assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
+    carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b)
+    assert carried_out is not None
+    nthreads = K.threads()
+    carried, p = fusion.high, fusion.low
+    out, sums = np.zeros((nthreads, len(p.params))), np.zeros((nthreads, 2))
+    K.layer_adjoint_lambda(
+        phi,
+        lam,
+        p.run_bits,
+        p.high,
+        p.rest,
+        p.transposed,
+        _inverses(p.mats),
+        p.tile_bits,
+        p.generators,
+        out,
+        nthreads,
+        True,
+        True,
+        False,
+        True,
+        K.DIAGONAL_AT_OUTPUT,
+        fusion.levels,
+        fusion.phases,
+        sums,
+        carried.tile_bits,
+        carried.generators,
+        carried_out,
+    )
+    traffic.add(phi.size, STATE_PASS + STATE_PASS // 2 + LEVEL_BYTES)
+    _add_moments(grad, carried, carried_out)
+    _add_moments(grad, p, out)
+    _add_level_moments(grad, block, sums)
+    forward(segments[: i - 2], nwires, phi, cache, traffic)  # φ ← layer i - 2's input
+    at_input = _block_at_input(segments, i - 2, first_needed, nwires, cache)
+    _, took_block = _layer_adjoint_lambda(low, phi, lam, nwires, traffic, grad, skip=fusion.a, at_input=at_input)
+    return i - 4 if took_block else i - 3
 
 
 def _cheap_prefix(prefix: list[Segment]) -> bool:
@@ -435,18 +652,30 @@ def _layer_adjoint_lambda(
     traffic: Traffic,
     grad: np.ndarray,
     refill: Callable[[np.ndarray], object] | None = None,
-) -> None:
+    first: int | None = None,
+    skip: int | None = None,
+    at_input: tuple[DiagonalBlock, np.ndarray] | None = None,
+) -> tuple[np.ndarray | None, bool]:
     """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
     φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
     the first pass has taken its moments. Moments are taken where φ and λ are at the same place:
-    the first pass's at the output, the last pass's at the input, any others' in an extra read."""
+    the first pass's at the output, the last pass's at the input, any others' in an extra read.
+
+    ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
+    ``skip``: a pass already undone, its moments taken; ``at_input``: (block, levels) of a uniform
+    diagonal block right before the layer, the first with parameters: its moments are taken in the
+    last pass, at the layer's input (returns True then)."""
     nthreads = K.threads()
     passes = _layer_passes(seg, nwires)
     outs = [np.zeros((nthreads, len(p.params))) for p in passes]
+    sums = np.zeros((nthreads, 2))
+    no_carried = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int8), np.empty((0, 0)))
 
-    def run(k: int, before: bool, undo: bool, after: bool) -> None:
+    def run(k: int, before: bool, undo: bool, after: bool, block: bool) -> None:
         p = passes[k]
-        inverses = _inverses(p.mats)
+        levels = at_input[1] if block and at_input else np.empty(0, dtype=np.uint16)
+        diagonal = K.DIAGONAL_AT_INPUT if block else K.NO_DIAGONAL
+        write = undo and not block  # after the block's moments nothing reads λ
         K.layer_adjoint_lambda(
             phi,
             lam,
@@ -454,7 +683,7 @@ def _layer_adjoint_lambda(
             p.high,
             p.rest,
             p.transposed,
-            inverses,
+            _inverses(p.mats),
             p.tile_bits,
             p.generators,
             outs[k],
@@ -462,24 +691,35 @@ def _layer_adjoint_lambda(
             before,
             undo,
             after,
+            write,
+            diagonal,
+            levels,
+            np.empty(0, dtype=complex),
+            sums,
+            *no_carried,
         )
-        traffic.add(phi.size, (STATE_PASS if undo else STATE_PASS // 2) + (STATE_PASS // 2 if before or after else 0))
+        reads = STATE_PASS // 2 * (1 + (before or after or block)) + (LEVEL_BYTES if block else 0)
+        traffic.add(phi.size, reads + (STATE_PASS // 2 if write else 0))
 
-    order = list(reversed(range(len(passes))))  # undoing runs the passes backwards
-    taken = set()
-    for k in order:
-        before = refill is not None and k == order[0]
-        after = k == order[-1] and not before
-        run(k, before, True, after)
+    others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
+    order = ([first] if first is not None else []) + others
+    calls = []  # (pass, before, undo, after)
+    for position, k in enumerate(order):
+        before = refill is not None and position == 0
+        calls.append((k, before, True, position == len(order) - 1 and not before and k != first))
+    taken = {k for k, before, _, after in calls if before or after} | {k for k in (first, skip) if k is not None}
+    calls += [(k, False, False, True) for k in range(len(passes)) if k not in taken]
+    took_block = at_input is not None and bool(calls) and calls[-1][3]  # the last call reads φ and λ at the input
+    for position, (k, before, undo, after) in enumerate(calls):
+        run(k, before, undo, after, took_block and position == len(calls) - 1)
         if before and refill is not None:
             refill(phi)
-        if before or after:
-            taken.add(k)
-    for k in range(len(passes)):
-        if k not in taken:
-            run(k, False, False, True)
-    for p, out in zip(passes, outs, strict=True):
-        _add_moments(grad, p, out)
+    for k, (p, out) in enumerate(zip(passes, outs, strict=True)):
+        if k not in (first, skip):
+            _add_moments(grad, p, out)
+    if took_block and at_input:
+        _add_level_moments(grad, at_input[0], sums)
+    return (outs[first] if first is not None else None), took_block
 
 
 def _add_moments(grad: np.ndarray, p: Pass, out: np.ndarray) -> None:

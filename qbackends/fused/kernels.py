@@ -519,29 +519,124 @@ def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
     _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, inner, tile_bits.size)
 
 
+@njit(cache=True, inline="always")
+def _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed):
+    """levels[k] of a tile's amplitudes, in the tile's order (as ``_gather`` lays them out)."""
+    size = np.uint64(1) << np.uint64(run_bits)
+    starts = _run_starts(tile, rest_bits, high_bits)
+    runs = np.uint64(starts.size)
+    out = np.empty(size * runs, dtype=levels.dtype)
+    for run in range(runs):
+        for j in range(size):
+            out[j * runs + run if transposed else run * size + j] = levels[starts[run] + j]
+    return out
+
+
+@njit(cache=True, inline="always")
+def _phase_tile(re, im, tile_levels, phases):
+    """Buffers *= phases[level] per amplitude: a uniform diagonal block on a gathered tile."""
+    for t in range(re.size):
+        p = phases[tile_levels[t]]
+        xr, xi = re[t], im[t]
+        re[t] = xr * p.real - xi * p.imag
+        im[t] = xr * p.imag + xi * p.real
+
+
+@njit(cache=True, inline="always")
+def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
+    """sums[t] += (Σ q, Σ q·level) over a tile, q = Im(conj(λ) φ): a uniform block's moments."""
+    s0 = 0.0
+    s1 = 0.0
+    for k in range(pre.size):
+        q = lre[k] * pim[k] - lim[k] * pre[k]
+        s0 += q
+        s1 += q * tile_levels[k]
+    sums[t, 0] += s0
+    sums[t, 1] += s1
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2):
+    """psi ← gates2 · phases[levels] · gates1 psi in one pass: a pass of one layer, the uniform diagonal
+    block after it and a pass of the next layer, all of one tiling. ``keep`` (unless empty) is left
+    holding the state after the block."""
+    width = 1 << (run_bits + high_bits.size)
+    for tile in prange(1 << rest_bits.size):
+        re = np.empty(width)
+        im = np.empty(width)
+        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+        _apply_gates(re, im, bits1, mats1)
+        _phase_tile(re, im, _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed), phases)
+        if keep.size:
+            _scatter(re, im, keep, tile, rest_bits, high_bits, run_bits, transposed)
+        _apply_gates(re, im, bits2, mats2)
+        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+
+
+NO_DIAGONAL, DIAGONAL_AT_OUTPUT, DIAGONAL_AT_INPUT = 0, 1, 2
+
+
 @njit(cache=True, parallel=True, fastmath=True)
 def layer_adjoint_lambda(
-    phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads, before, undo, after
+    phi,
+    lam,
+    run_bits,
+    high_bits,
+    rest_bits,
+    transposed,
+    inverses,
+    tile_bits,
+    generators,
+    out,
+    nthreads,
+    before,
+    undo,
+    after,
+    write,
+    diagonal,
+    levels,
+    phases,
+    sums,
+    carried_bits,
+    carried_generators,
+    carried_out,
 ):
-    """An adjoint pass over a product layer that leaves φ alone: λ ← U_i† λ for every gate of the
-    pass (``undo``), with the moments out[t, i] += Im⟨λ|P_i|φ⟩ taken ``before`` or ``after`` it.
-    φ must be at the position λ is at then: every moment of the layer may be taken at its output
-    (before any undoing) or at its input (after all of it)."""
+    """An adjoint pass over a product layer that leaves φ in memory alone: λ ← U_i† λ for every gate
+    of the pass (``undo``; ``write``: λ is stored back), with the moments out[t, i] += Im⟨λ|P_i|φ⟩
+    taken ``before`` or ``after`` it. φ must be at the position λ is at then: every moment of the
+    layer may be taken at its output (before any undoing) or at its input (after all of it).
+
+    A uniform diagonal block (phases[levels[k]] undoes it) joins the pass: ``DIAGONAL_AT_OUTPUT``,
+    the block right after the layer: first the moments of a later layer's gates of this tiling
+    (``carried_*``, φ and λ at that layer's input, the block's output), then the block's sums
+    (``_level_sums``), then it is undone on φ and λ (in the tile) before the gates' pass.
+    ``DIAGONAL_AT_INPUT``, the block right before the layer: its sums at the layer's input, once
+    the gates are undone; not undone."""
     width = 1 << (run_bits + high_bits.size)
     for t in prange(nthreads):
         pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
         first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
         for tile in range(first, last):
             _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
-            if before or after:
+            if before or after or diagonal != NO_DIAGONAL:
                 _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
+            no_levels = np.empty(0, dtype=np.uint16)
+            tile_levels = _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else no_levels
+            if diagonal == DIAGONAL_AT_OUTPUT:
+                _tile_moments(pre, pim, lre, lim, carried_bits, carried_generators, carried_out, t)
+                _level_sums(pre, pim, lre, lim, tile_levels, sums, t)
+                _phase_tile(pre, pim, tile_levels, phases)
+                _phase_tile(lre, lim, tile_levels, phases)
             if before:
                 _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
             if undo:
                 _apply_gates(lre, lim, tile_bits, inverses)
-                _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+                if write:
+                    _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
             if after:
                 _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
+            if diagonal == DIAGONAL_AT_INPUT:
+                _level_sums(pre, pim, lre, lim, tile_levels, sums, t)
 
 
 @njit(cache=True, parallel=True)
