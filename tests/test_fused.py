@@ -312,6 +312,32 @@ def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, passes
     )
 
 
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("first", ["Hadamard", "RY"])
+def test_fused_sweeps_read_the_first_layers_state_where_needed(monkeypatch, layers, first):
+    """Mixer, cost layer and mixer share sweeps, and the first mixer's input is computed from the
+    first layer and cost layer instead of being read: right when that first layer has parameters
+    too (its moments then need the state written)."""
+    monkeypatch.setattr(kernels, "TILE_BITS", 8)
+    n = 12
+    graph = qaoa.random_graph(n, 18, seed=7)
+    cost = qaoa.cost_hamiltonian(graph)
+    mixer = qml.Hamiltonian([1.0] * n, [qml.X(w) for w in range(n)])
+
+    def energy(p):
+        for w in range(n):
+            if first == "RY":
+                qml.RY(p[0, 0] * (w + 1) / n, wires=w)
+            else:
+                qml.Hadamard(w)
+        for layer in range(layers):
+            qml.qaoa.cost_layer(p[0, layer], cost)
+            qml.qaoa.mixer_layer(p[1, layer], mixer)
+        return qml.expval(cost)
+
+    _assert_same(*_pair(energy, n), random_params((2, layers), seed=layers + 10))
+
+
 def _random_circuit(ops: list[str], n: int, seed: int):
     rng = np.random.default_rng(seed)
     plan = [(ops[i % len(ops)], rng.choice(n, size=2, replace=False).tolist()) for i in range(3 * len(ops))]
@@ -525,17 +551,18 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
 @pytest.mark.parametrize(
     "layers,energy,gradient",
     [
-        # |+> written with the cost's phases by level (16 + 2 B per amplitude), the mixer in two tiled
-        # passes (2 x 32), the energy (24). The gradient: λ in place of ψ (40); the mixer undone on λ
-        # alone, its input kept by the forward pass: the second pass (32), the first with the moments
-        # at the input (48), the second's moments read with the cost's moments (34).
-        (1, 18 + 2 * 32 + 24, 18 + 2 * 32 + 40 + 32 + 48 + 34),
+        # |+> with the cost's phases by level, computed in the mixer's first tiled pass (16 written,
+        # 2 read per amplitude), its second pass (32), the energy (24). The gradient keeps the mixer's
+        # input: |+> written (18), the mixer read from it (2 x 32); λ in place of ψ (40); the mixer
+        # undone on λ alone: the second pass (32), the first with the moments at the input (48), the
+        # second's moments read with the cost's moments (34).
+        (1, 18 + 32 + 24, 18 + 2 * 32 + 40 + 32 + 48 + 34),
         # p=2: the first mixer's second pass, the second cost layer and the second mixer's second pass
-        # in one sweep (32 + 2), which for the gradient also writes the kept input (16). Adjoint: the last mixer's
-        # second pass (32), its first with the moments (48); one sweep takes the second pass's moments,
-        # the cost layer's, undoes it and the first mixer's second pass (50); |+> and the first cost
-        # layer written again (18); the first mixer's first pass with the first cost layer's moments (34).
-        (2, 18 + 32 + 34 + 32 + 24, 18 + 32 + 50 + 32 + 40 + 32 + 48 + 50 + 18 + 34),
+        # in one sweep (32 + 2), which for the gradient also writes the kept input (16). Adjoint: the
+        # last mixer's second pass (32), its first with the moments (48); one sweep takes the second
+        # pass's moments, the cost layer's, undoes it and the first mixer's second pass (50); the
+        # first mixer's first pass, its input computed, with the first cost layer's moments (18).
+        (2, 18 + 34 + 32 + 24, 18 + 50 + 32 + 40 + 32 + 48 + 50 + 18),
     ],
 )
 def test_tracker_reports_the_bytes_the_kernels_move(layers, energy, gradient):

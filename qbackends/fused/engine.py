@@ -224,14 +224,59 @@ def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates
     )
 
 
-def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray, levels: np.ndarray, phases: np.ndarray) -> np.ndarray:
-    """Write the state ⊗_w U_w|0⟩ of a first product layer into ``psi``, in one pass; times
-    phases[levels[k]] (a uniform diagonal block after it) unless ``levels`` is empty."""
-    low_bits = min(nwires, K.LOW_BITS)
+def _product_vectors(layer: ProductLayer, nwires: int) -> np.ndarray:
+    """vectors[b]: the single-qubit state U_w|0⟩ on bit b of a first product layer."""
     vectors = np.zeros((nwires, 2), dtype=complex)
     vectors[:, 0] = 1.0
     for w, (mat, *_) in layer.gates.items():
         vectors[nwires - 1 - w] = mat[:, 0]
+    return vectors
+
+
+class ProductSource(NamedTuple):
+    """A state the kernels compute where they need it instead of reading it: a first product layer's
+    state, times phases[levels[k]] (a uniform diagonal block after it) unless ``levels`` is empty."""
+
+    layer: ProductLayer
+    levels: np.ndarray
+    phases: np.ndarray
+
+
+NO_SOURCE = (np.empty((0, 2), complex), np.empty(0, complex), np.empty(0, complex), np.empty(0, np.uint16), np.empty(0, complex))
+
+
+def _product_source(prefix: list[Segment], nwires: int, cache: DiagonalCache | None) -> ProductSource | None:
+    """The state after ``prefix`` as a ProductSource: a product layer, or one and a uniform block."""
+    if not prefix or len(prefix) > 2 or not isinstance(prefix[0], ProductLayer):
+        return None
+    if len(prefix) == 1:
+        return ProductSource(prefix[0], np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex))
+    by_level = _by_level(prefix[1], nwires, cache, 1.0) if isinstance(prefix[1], DiagonalBlock) else None
+    return ProductSource(prefix[0], *by_level) if by_level else None
+
+
+def _source_tables(source: ProductSource | None, p: Pass, nwires: int) -> tuple:
+    """The kernels' ``source``/``product`` argument for pass ``p``: rest-bit vectors, the product over
+    the pass's high bits per run and over its run bits per offset, levels, phases (see ``kernels._product_tile``)."""
+    if source is None:
+        return NO_SOURCE
+    vectors = _product_vectors(source.layer, nwires)
+
+    def table(bits: list[int]) -> np.ndarray:
+        index = np.arange(1 << len(bits))
+        out = np.ones(index.size, dtype=complex)
+        for i, b in enumerate(bits):
+            out *= vectors[b][(index >> i) & 1]
+        return out
+
+    return vectors[p.rest], table(list(p.high)), table(list(range(p.run_bits))), source.levels, source.phases
+
+
+def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray, levels: np.ndarray, phases: np.ndarray) -> np.ndarray:
+    """Write the state ⊗_w U_w|0⟩ of a first product layer into ``psi``, in one pass; times
+    phases[levels[k]] (a uniform diagonal block after it) unless ``levels`` is empty."""
+    low_bits = min(nwires, K.LOW_BITS)
+    vectors = _product_vectors(layer, nwires)
     K.product_state(psi, low_bits, vectors[:low_bits].copy(), vectors[low_bits:].copy(), levels, phases)
     return psi
 
@@ -326,7 +371,13 @@ def forward(
         assert isinstance(last, ProductLayer)
         _apply_layer(last, keep, psi, nwires, traffic)
         return psi
-    _initial_state(segments[:start], nwires, psi, first_block, traffic)
+    # the first layer's first pass computes the initial state where it needs it (unless a fusion takes its only pass)
+    source = None
+    if 0 < start < len(segments) and isinstance(layer := segments[start], ProductLayer):
+        if len(_layer_passes(layer, nwires)) > (start in fusions):
+            source = _product_source(segments[:start], nwires, cache)
+    if source is None:
+        _initial_state(segments[:start], nwires, psi, first_block, traffic)
     i = start
     while i < len(segments):
         seg = segments[i]
@@ -338,8 +389,13 @@ def forward(
         passes = _layer_passes(seg, nwires)
         for k, p in enumerate(passes):
             if not (previous and k == previous.b) and not (fusion and k == fusion.a):
-                K.layer_apply(psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits)
-                traffic.add(psi.size, STATE_PASS)
+                K.layer_apply(
+                    psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, _source_tables(source, p, nwires)
+                )
+                traffic.add(
+                    psi.size, STATE_PASS if source is None else STATE_PASS // 2 + (LEVEL_BYTES if source.levels.size else 0)
+                )
+                source = None
         if fusion is None:
             i += 1
             continue
@@ -392,7 +448,7 @@ def _initial_state(
 def _apply_layer(layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic) -> None:
     """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was)."""
     for k, p in enumerate(_layer_passes(layer, nwires)):
-        K.layer_apply(source if k == 0 else psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits)
+        K.layer_apply(source if k == 0 else psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, NO_SOURCE)
         traffic.add(psi.size, STATE_PASS)
 
 
@@ -460,7 +516,10 @@ def adjoint_gradient(
             _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, at_input=at_input)
         elif isinstance(seg, ProductLayer) and undo and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
-            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill, at_input=at_input)
+            source = _product_source(segments[:i], nwires, cache)
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill, source, at_input=at_input)
+            if source is not None and i - (2 if took_block else 1) >= first_needed:
+                refill(phi)  # segments before it read φ
         elif isinstance(seg, ProductLayer):
             _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo)
         elif isinstance(seg, DiagonalBlock):
@@ -563,21 +622,23 @@ def _fused_adjoint(
         False,
         True,
         K.DIAGONAL_AT_OUTPUT,
-        fusion.levels,
-        fusion.phases,
-        sums,
-        carried.tile_bits,
-        carried.generators,
-        carried_out,
+        (fusion.levels, fusion.phases, sums),
+        (carried.tile_bits, carried.generators, carried_out),
+        NO_SOURCE,
     )
     traffic.add(phi.size, STATE_PASS + STATE_PASS // 2 + LEVEL_BYTES)
     _add_moments(grad, carried, carried_out)
     _add_moments(grad, p, out)
     _add_level_moments(grad, block, sums)
-    forward(segments[: i - 2], nwires, phi, cache, traffic)  # φ ← layer i - 2's input
+    source = _product_source(segments[: i - 2], nwires, cache)  # layer i - 2's input, computed where needed
+    if source is None:
+        forward(segments[: i - 2], nwires, phi, cache, traffic)  # or written into φ
     at_input = _block_at_input(segments, i - 2, first_needed, nwires, cache)
-    _, took_block = _layer_adjoint_lambda(low, phi, lam, nwires, traffic, grad, skip=fusion.a, at_input=at_input)
-    return i - 4 if took_block else i - 3
+    _, took_block = _layer_adjoint_lambda(low, phi, lam, nwires, traffic, grad, source=source, skip=fusion.a, at_input=at_input)
+    following = i - 4 if took_block else i - 3
+    if source is not None and following >= first_needed:
+        forward(segments[: i - 2], nwires, phi, cache, traffic)  # segments before it read φ
+    return following
 
 
 def _cheap_prefix(prefix: list[Segment]) -> bool:
@@ -652,13 +713,15 @@ def _layer_adjoint_lambda(
     traffic: Traffic,
     grad: np.ndarray,
     refill: Callable[[np.ndarray], object] | None = None,
+    source: ProductSource | None = None,
     first: int | None = None,
     skip: int | None = None,
     at_input: tuple[DiagonalBlock, np.ndarray] | None = None,
 ) -> tuple[np.ndarray | None, bool]:
     """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
     φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
-    the first pass has taken its moments. Moments are taken where φ and λ are at the same place:
+    the first pass has taken its moments. ``source``: the layer's input is that product state, which
+    the kernels compute where they need it (refill is not called; φ at the input is not read). Moments are taken where φ and λ are at the same place:
     the first pass's at the output, the last pass's at the input, any others' in an extra read.
 
     ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
@@ -676,6 +739,8 @@ def _layer_adjoint_lambda(
         levels = at_input[1] if block and at_input else np.empty(0, dtype=np.uint16)
         diagonal = K.DIAGONAL_AT_INPUT if block else K.NO_DIAGONAL
         write = undo and not block  # after the block's moments nothing reads λ
+        computed = source is not None and not before  # φ at the input, computed
+        tables = _source_tables(source, p, nwires) if computed else NO_SOURCE
         K.layer_adjoint_lambda(
             phi,
             lam,
@@ -693,12 +758,20 @@ def _layer_adjoint_lambda(
             after,
             write,
             diagonal,
-            levels,
-            np.empty(0, dtype=complex),
-            sums,
-            *no_carried,
+            (levels, np.empty(0, dtype=complex), sums),
+            no_carried,
+            tables,
         )
-        reads = STATE_PASS // 2 * (1 + (before or after or block)) + (LEVEL_BYTES if block else 0)
+        reads_phi = before or after or block
+        reads = STATE_PASS // 2 * (1 + (reads_phi and not computed)) + (LEVEL_BYTES if block else 0)
+        if (
+            reads_phi
+            and computed
+            and source is not None
+            and source.levels.size
+            and not (block and at_input and at_input[1] is source.levels)
+        ):
+            reads += LEVEL_BYTES
         traffic.add(phi.size, reads + (STATE_PASS // 2 if write else 0))
 
     others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
@@ -712,7 +785,7 @@ def _layer_adjoint_lambda(
     took_block = at_input is not None and bool(calls) and calls[-1][3]  # the last call reads φ and λ at the input
     for position, (k, before, undo, after) in enumerate(calls):
         run(k, before, undo, after, took_block and position == len(calls) - 1)
-        if before and refill is not None:
+        if before and refill is not None and source is None:
             refill(phi)
     for k, (p, out) in enumerate(zip(passes, outs, strict=True)):
         if k not in (first, skip):

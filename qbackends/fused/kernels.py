@@ -438,19 +438,6 @@ def _apply_gates(re, im, tile_bits, mats):
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits):
-    """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
-    or another buffer that keeps the state before the gates), tile by tile."""
-    width = 1 << (run_bits + high_bits.size)
-    for tile in prange(1 << rest_bits.size):
-        re = np.empty(width)
-        im = np.empty(width)
-        _gather(re, im, source, tile, rest_bits, high_bits, run_bits, transposed)
-        _apply_gates(re, im, tile_bits, mats)
-        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
-
-
-@njit(cache=True, parallel=True, fastmath=True)
 def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads, undo):
     """One adjoint pass over a product layer: out[t, i] += Im⟨λ|P_i|φ⟩ (P = X for 1, Y for 2) and
     φ, λ ← U_i† φ, U_i† λ (``inverses[i]``) for every gate of the pass. The gates act on distinct
@@ -526,9 +513,16 @@ def _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed):
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
     out = np.empty(size * runs, dtype=levels.dtype)
-    for run in range(runs):
-        for j in range(size):
-            out[j * runs + run if transposed else run * size + j] = levels[starts[run] + j]
+    if transposed:  # blocked, as in _gather
+        block = min(runs, np.uint64(TRANSPOSE_RUNS))
+        for first in range(np.uint64(0), runs, block):
+            for j in range(size):
+                for run in range(first, first + block):
+                    out[j * runs + run] = levels[starts[run] + j]
+    else:
+        for run in range(runs):
+            for j in range(size):
+                out[run * size + j] = levels[starts[run] + j]
     return out
 
 
@@ -553,6 +547,61 @@ def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
         s1 += q * tile_levels[k]
     sums[t, 0] += s0
     sums[t, 1] += s1
+
+
+@njit(cache=True, inline="always")
+def _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels):
+    """Write a tile of a product state times phases[level] (``source``: see ``engine._source_tables``):
+    amplitude (run, j) = Π rest factors · high_table[run] · run_table[j] · phases[level]."""
+    rest_vectors, high_table, run_table, _, phases = source
+    factor = complex(1.0, 0.0)
+    for i in range(rest_bits.size):
+        factor *= rest_vectors[i, (tile >> i) & 1]
+    size = np.uint64(run_table.size)
+    runs = np.uint64(high_table.size)
+    if transposed:  # tile index j·runs + run
+        for j in range(size):
+            g = factor * run_table[j]
+            base = j * runs
+            for run in range(runs):
+                v = g * high_table[run]
+                re[base + run] = v.real
+                im[base + run] = v.imag
+    else:  # tile index run·size + j
+        for run in range(runs):
+            h = factor * high_table[run]
+            base = run * size
+            for j in range(size):
+                v = h * run_table[j]
+                re[base + j] = v.real
+                im[base + j] = v.imag
+    if tile_levels.size:
+        _phase_tile(re, im, tile_levels, phases)
+
+
+@njit(cache=True, inline="always")
+def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source):
+    """A tile of psi, or, when ``source`` has tables, of the product state it describes."""
+    if source[2].size:
+        levels = source[3]
+        tile_levels = _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed) if levels.size else levels[:0]
+        _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels)
+    else:
+        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits, product):
+    """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
+    another buffer that keeps the state before the gates, or, if ``product`` has tables, the product
+    state it describes), tile by tile."""
+    width = 1 << (run_bits + high_bits.size)
+    for tile in prange(1 << rest_bits.size):
+        re = np.empty(width)
+        im = np.empty(width)
+        _load(re, im, source, tile, rest_bits, high_bits, run_bits, transposed, product)
+        _apply_gates(re, im, tile_bits, mats)
+        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
@@ -594,24 +643,23 @@ def layer_adjoint_lambda(
     after,
     write,
     diagonal,
-    levels,
-    phases,
-    sums,
-    carried_bits,
-    carried_generators,
-    carried_out,
+    block,
+    carried,
+    source,
 ):
     """An adjoint pass over a product layer that leaves φ in memory alone: λ ← U_i† λ for every gate
     of the pass (``undo``; ``write``: λ is stored back), with the moments out[t, i] += Im⟨λ|P_i|φ⟩
     taken ``before`` or ``after`` it. φ must be at the position λ is at then: every moment of the
     layer may be taken at its output (before any undoing) or at its input (after all of it).
 
-    A uniform diagonal block (phases[levels[k]] undoes it) joins the pass: ``DIAGONAL_AT_OUTPUT``,
+    A uniform diagonal block (``block``: levels, phases that undo it, sums) joins the pass: ``DIAGONAL_AT_OUTPUT``,
     the block right after the layer: first the moments of a later layer's gates of this tiling
-    (``carried_*``, φ and λ at that layer's input, the block's output), then the block's sums
+    (``carried``: tile bits, generators, out; φ and λ at that layer's input, the block's output), then the block's sums
     (``_level_sums``), then it is undone on φ and λ (in the tile) before the gates' pass.
     ``DIAGONAL_AT_INPUT``, the block right before the layer: its sums at the layer's input, once
-    the gates are undone; not undone."""
+    the gates are undone; not undone. ``source`` with tables: φ is that product state, computed, not read."""
+    levels, phases, sums = block
+    carried_bits, carried_generators, carried_out = carried
     width = 1 << (run_bits + high_bits.size)
     for t in prange(nthreads):
         pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
@@ -619,7 +667,7 @@ def layer_adjoint_lambda(
         for tile in range(first, last):
             _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
             if before or after or diagonal != NO_DIAGONAL:
-                _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
+                _load(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed, source)
             no_levels = np.empty(0, dtype=np.uint16)
             tile_levels = _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else no_levels
             if diagonal == DIAGONAL_AT_OUTPUT:
