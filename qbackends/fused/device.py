@@ -211,11 +211,24 @@ class FusedQubit(Device):
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
         adjoint = gradient and bool(tape.trainable_params)  # nothing trainable: empty Jacobians, no adjoint pass
-        # One diagonal expectation (a QAOA energy): the second buffer keeps the last layer's input for
-        # the adjoint pass, and λ = Hψ is formed in place of ψ. Two state vectors in all.
-        keep = self._buffer("lambda", 1 << n) if adjoint and _one_diagonal_expectation(tape) else None
-        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic, keep=keep)
-        kept = keep if keep is not None and engine.keeps_last_input(segments) else None
+        # One diagonal expectation (a QAOA energy): the forward pass's last sweep takes it, and writes
+        # λ = Hψ for the adjoint pass; the second buffer keeps the last layer's input, and λ takes
+        # ψ's place. Two state vectors in all.
+        psi = self._buffer("psi", 1 << n)
+        measure = None
+        keep = kept = None
+        if not tape.shots and _one_diagonal_expectation(tape):
+            terms = z_terms(tape.measurements[0].obs)
+            assert terms is not None
+            masks, coefs = _masks_and_coefficients(terms, index, n)
+            by_level = engine.values_by_level(n, masks, coefs, self._diagonals)
+            measure = engine.Measure(self._diagonals.get(n, masks, coefs), write_state=False, by_level=by_level)
+            if adjoint and engine.keeps_last_input(segments):
+                keep = kept = self._buffer("lambda", 1 << n)
+                measure.lam = psi
+            elif adjoint:
+                measure.write_state, measure.lam = True, self._buffer("lambda", 1 << n)
+        psi = engine.forward(segments, n, psi, self._diagonals, traffic, keep=keep, measure=measure)
         if tape.shots:
             return self._sample(tape, psi, index, n), None
         values = []
@@ -243,16 +256,22 @@ class FusedQubit(Device):
                             list(tape.trainable_params)
                         ]
                     )
+            elif measure is not None:  # taken in the forward pass, λ written where the adjoint pass wants it
+                values.append(np.array(measure.value))
+                if adjoint:
+                    phi, lam = (kept, psi) if kept is not None else (psi, measure.lam)
+                    assert lam is not None
+                    grad = engine.adjoint_gradient(
+                        segments, nparams, phi, lam, n, self._diagonals, traffic, kept=kept is not None
+                    )
+                    jac_rows.append(grad[list(tape.trainable_params)])
+                elif gradient:
+                    jac_rows.append(np.zeros(0))
             else:
                 diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
                     p = np.abs(psi) ** 2
                     values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
-                elif adjoint and kept is not None:
-                    values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, psi)))
-                    traffic.add(psi.size, 40)
-                    grad = engine.adjoint_gradient(segments, nparams, kept, psi, n, self._diagonals, traffic, kept=True)
-                    jac_rows.append(grad[list(tape.trainable_params)])
                 elif adjoint:
                     lam = self._buffer("lambda", psi.size)
                     values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, lam)))
@@ -285,9 +304,13 @@ class FusedQubit(Device):
         return tuple(results)
 
     def _diagonal(self, terms: list[tuple[list[Any], float]], index: dict, n: int) -> np.ndarray:
-        masks = np.array([sum(1 << (n - 1 - index[w]) for w in wires) for wires, _ in terms], dtype=np.int64)
-        coefs = np.array([h for _, h in terms])
-        return self._diagonals.get(n, masks, coefs)
+        return self._diagonals.get(n, *_masks_and_coefficients(terms, index, n))
+
+
+def _masks_and_coefficients(terms: list[tuple[list[Any], float]], index: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A sum of Z products as bit masks of the state index and coefficients."""
+    masks = np.array([sum(1 << (n - 1 - index[w]) for w in wires) for wires, _ in terms], dtype=np.int64)
+    return masks, np.array([h for _, h in terms])
 
 
 def _one_diagonal_expectation(tape: Any) -> bool:

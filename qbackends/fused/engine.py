@@ -74,6 +74,19 @@ class Traffic:
         self.bytes += amplitudes * bytes_each
 
 
+@dataclass
+class Measure:
+    """⟨ψ|D|ψ⟩ of the final state for a real diagonal D, taken by the forward pass's last sweep when it
+    can (``value``): ψ is then written into psi only if ``write_state``, and λ = Dψ into ``lam``
+    (None: nowhere; psi itself: in place of ψ)."""
+
+    diagonal: np.ndarray
+    write_state: bool = True
+    lam: np.ndarray | None = None
+    value: float = 0.0
+    by_level: tuple[np.ndarray, np.ndarray] | None = None  # (levels, values): D = values[levels[k]], fewer bytes to read
+
+
 STATE_PASS = 32  # one complex128 amplitude read and written
 LEVEL_BYTES = 2  # a uint16 level per amplitude
 
@@ -126,8 +139,10 @@ MAX_LEVELS = 1 << 16
 def _uniform(block: DiagonalBlock) -> tuple[float, float, np.ndarray] | None:
     """(a0, c, masks) when angle(k) = a0 + c·Σ z(k & mask) over ``masks``: every non-constant term
     has the same coefficient (an unweighted QAOA cost layer). Then angle = a0 + c·(T - 2·level)."""
-    masks = np.array(block.masks, dtype=np.int64)
-    coefs = np.array(block.coefs)
+    return _uniform_terms(np.array(block.masks, dtype=np.int64), np.array(block.coefs))
+
+
+def _uniform_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[float, float, np.ndarray] | None:
     varying = masks != 0
     if not varying.any() or varying.sum() >= MAX_LEVELS or np.ptp(coefs[varying]) != 0.0:
         return None
@@ -141,6 +156,17 @@ def _phase_tables(t: Tables, sign: float) -> tuple[np.ndarray, np.ndarray]:
     phase_a = np.ascontiguousarray(np.stack([a.real, a.imag]))
     phase_c = np.ascontiguousarray(np.stack([c.real, c.imag], axis=2))  # (G, ±, re/im, 2^L)
     return phase_a, phase_c
+
+
+def values_by_level(
+    nwires: int, masks: np.ndarray, coefs: np.ndarray, cache: DiagonalCache
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(levels, values) with the diagonal Σ coef·z(k & mask) = values[levels[k]], when every
+    non-constant term has one coefficient (an unweighted cut); None otherwise."""
+    if (uniform := _uniform_terms(masks, coefs)) is None:
+        return None
+    a0, c, varying = uniform
+    return cache.levels(nwires, varying), a0 + c * (varying.size - 2.0 * np.arange(varying.size + 1))
 
 
 def _by_level(
@@ -349,6 +375,7 @@ def forward(
     cache: DiagonalCache | None = None,
     traffic: Traffic | None = None,
     keep: np.ndarray | None = None,
+    measure: Measure | None = None,
 ) -> np.ndarray:
     """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
     ``cache`` keeps level tables of uniform diagonal blocks between executions; ``traffic`` counts bytes;
@@ -358,7 +385,8 @@ def forward(
 
     A layer, a uniform diagonal block and a layer (a QAOA mixer, cost layer, mixer) take one pass
     fewer than one by one: a pass of each layer shares a tiling, and one sweep applies both and the
-    block between them."""
+    block between them. ``measure``: the expectation is taken (and λ written) by the last sweep
+    if that applies a layer, else after it."""
     traffic = traffic if traffic is not None else Traffic()
     keeping = keep is not None and keeps_last_input(segments)
     first_block = _first_block(segments, nwires, cache)
@@ -369,7 +397,7 @@ def forward(
         forward(segments[:-1], nwires, keep, cache, traffic)
         last = segments[-1]
         assert isinstance(last, ProductLayer)
-        _apply_layer(last, keep, psi, nwires, traffic)
+        _apply_layer(last, keep, psi, nwires, traffic, measure)
         return psi
     # the first layer's first pass computes the initial state where it needs it (unless a fusion takes its only pass)
     source = None
@@ -379,6 +407,7 @@ def forward(
     if source is None:
         _initial_state(segments[:start], nwires, psi, first_block, traffic)
     i = start
+    measured = False
     while i < len(segments):
         seg = segments[i]
         if not isinstance(seg, ProductLayer):
@@ -387,15 +416,12 @@ def forward(
             continue
         fusion, previous = fusions.get(i), fusions.get(i - 2)
         passes = _layer_passes(seg, nwires)
-        for k, p in enumerate(passes):
-            if not (previous and k == previous.b) and not (fusion and k == fusion.a):
-                K.layer_apply(
-                    psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, _source_tables(source, p, nwires)
-                )
-                traffic.add(
-                    psi.size, STATE_PASS if source is None else STATE_PASS // 2 + (LEVEL_BYTES if source.levels.size else 0)
-                )
-                source = None
+        run = [k for k in range(len(passes)) if not (previous and k == previous.b) and not (fusion and k == fusion.a)]
+        for k in run:
+            final = i == len(segments) - 1 and k == run[-1]
+            _layer_pass(passes[k], psi, psi, nwires, traffic, source, measure if final else None)
+            measured = measured or final
+            source = None
         if fusion is None:
             i += 1
             continue
@@ -417,7 +443,47 @@ def forward(
         )
         traffic.add(psi.size, STATE_PASS + LEVEL_BYTES + (STATE_PASS // 2 if into is not None else 0))
         i += 2
+    if measure is not None and not measured:
+        _measure(psi, measure, traffic)  # the last sweep did not apply a layer
     return psi
+
+
+def _measure(psi: np.ndarray, measure: Measure, traffic: Traffic) -> None:
+    if measure.lam is not None:
+        measure.value = K.expval_and_lambda(psi, measure.diagonal, measure.lam)
+        traffic.add(psi.size, 40)  # ψ and the diagonal read, λ written
+    else:
+        measure.value = K.expval(psi, measure.diagonal)
+        traffic.add(psi.size, 24)
+
+
+def _layer_pass(
+    p: Pass,
+    source: np.ndarray,
+    psi: np.ndarray,
+    nwires: int,
+    traffic: Traffic,
+    product: ProductSource | None = None,
+    measure: Measure | None = None,
+) -> None:
+    """One pass of a layer from ``source`` (or the ``product`` state) into psi; with ``measure``, the
+    last pass: it takes the expectation and writes what the measure asks for."""
+    empty = np.empty(0, dtype=complex)
+    diagonal, levels = np.empty(0), np.empty(0, dtype=np.uint16)
+    if measure is not None:
+        levels, diagonal = measure.by_level if measure.by_level is not None else (levels, measure.diagonal)
+    lam = measure.lam if measure is not None and measure.lam is not None else empty
+    out = psi if measure is None or measure.write_state else empty
+    tables = _source_tables(product, p, nwires)
+    value = K.layer_apply(
+        source, out, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, tables, diagonal, levels, lam
+    )
+    if measure is not None:
+        measure.value = value
+    reads = 16 if product is None else LEVEL_BYTES if product.levels.size else 0
+    if measure is not None:
+        reads += LEVEL_BYTES if levels.size else 8
+    traffic.add(psi.size, reads + 16 * (out.size > 0) + 16 * (lam.size > 0))
 
 
 def _first_block(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -445,11 +511,13 @@ def _initial_state(
     traffic.add(psi.size, 16 + (LEVEL_BYTES if levels.size else 0))
 
 
-def _apply_layer(layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic) -> None:
-    """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was)."""
-    for k, p in enumerate(_layer_passes(layer, nwires)):
-        K.layer_apply(source if k == 0 else psi, psi, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, NO_SOURCE)
-        traffic.add(psi.size, STATE_PASS)
+def _apply_layer(
+    layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic, measure: Measure | None = None
+) -> None:
+    """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was); ``measure`` in its last pass."""
+    passes = _layer_passes(layer, nwires)
+    for k, p in enumerate(passes):
+        _layer_pass(p, source if k == 0 else psi, psi, nwires, traffic, measure=measure if k == len(passes) - 1 else None)
 
 
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:

@@ -507,8 +507,8 @@ def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
 
 
 @njit(cache=True, inline="always")
-def _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed):
-    """levels[k] of a tile's amplitudes, in the tile's order (as ``_gather`` lays them out)."""
+def _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed):
+    """levels[k] (any per-amplitude array) of a tile's amplitudes, in the tile's order (as ``_gather`` lays them out)."""
     size = np.uint64(1) << np.uint64(run_bits)
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
@@ -584,24 +584,43 @@ def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source)
     """A tile of psi, or, when ``source`` has tables, of the product state it describes."""
     if source[2].size:
         levels = source[3]
-        tile_levels = _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed) if levels.size else levels[:0]
+        tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if levels.size else levels[:0]
         _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels)
     else:
         _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits, product):
+def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits, product, diagonal, levels, lam):
     """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
     another buffer that keeps the state before the gates, or, if ``product`` has tables, the product
-    state it describes), tile by tile."""
+    state it describes), tile by tile; psi is left alone if empty. With a real ``diagonal`` D (not
+    empty; or D[k] = diagonal[levels[k]] if ``levels`` is not empty): returns ⟨ψ|D|ψ⟩ of the result
+    and writes λ = Dψ into ``lam`` unless it is empty."""
     width = 1 << (run_bits + high_bits.size)
+    total = 0.0
     for tile in prange(1 << rest_bits.size):
         re = np.empty(width)
         im = np.empty(width)
         _load(re, im, source, tile, rest_bits, high_bits, run_bits, transposed, product)
         _apply_gates(re, im, tile_bits, mats)
-        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+        if psi.size:
+            _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+        if diagonal.size:
+            if levels.size:
+                d = diagonal[_tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed)]
+            else:
+                d = _tile_values(diagonal, tile, rest_bits, high_bits, run_bits, transposed)
+            part = 0.0
+            for t in range(width):
+                part += d[t] * (re[t] * re[t] + im[t] * im[t])
+            total += part
+            if lam.size:
+                for t in range(width):
+                    re[t] *= d[t]
+                    im[t] *= d[t]
+                _scatter(re, im, lam, tile, rest_bits, high_bits, run_bits, transposed)
+    return total
 
 
 @njit(cache=True, parallel=True, fastmath=True)
@@ -615,7 +634,7 @@ def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, 
         im = np.empty(width)
         _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
         _apply_gates(re, im, bits1, mats1)
-        _phase_tile(re, im, _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed), phases)
+        _phase_tile(re, im, _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed), phases)
         if keep.size:
             _scatter(re, im, keep, tile, rest_bits, high_bits, run_bits, transposed)
         _apply_gates(re, im, bits2, mats2)
@@ -669,7 +688,7 @@ def layer_adjoint_lambda(
             if before or after or diagonal != NO_DIAGONAL:
                 _load(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed, source)
             no_levels = np.empty(0, dtype=np.uint16)
-            tile_levels = _tile_levels(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else no_levels
+            tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else no_levels
             if diagonal == DIAGONAL_AT_OUTPUT:
                 _tile_moments(pre, pim, lre, lim, carried_bits, carried_generators, carried_out, t)
                 _level_sums(pre, pim, lre, lim, tile_levels, sums, t)
