@@ -225,7 +225,7 @@ class FusedQubit(Device):
             measure = engine.Measure(self._diagonals.get(n, masks, coefs), write_state=False, by_level=by_level)
             if adjoint and engine.keeps_last_input(segments):
                 keep = kept = self._buffer("lambda", 1 << n)
-                measure.lam = psi
+                measure.lam, measure.undo = psi, True
             elif adjoint:
                 measure.write_state, measure.lam = True, self._buffer("lambda", 1 << n)
         psi = engine.forward(segments, n, psi, self._diagonals, traffic, keep=keep, measure=measure)
@@ -262,7 +262,7 @@ class FusedQubit(Device):
                     phi, lam = (kept, psi) if kept is not None else (psi, measure.lam)
                     assert lam is not None
                     grad = engine.adjoint_gradient(
-                        segments, nparams, phi, lam, n, self._diagonals, traffic, kept=kept is not None
+                        segments, nparams, phi, lam, n, self._diagonals, traffic, kept=kept is not None, undone=measure.undone
                     )
                     jac_rows.append(grad[list(tape.trainable_params)])
                 elif gradient:

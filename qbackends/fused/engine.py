@@ -85,6 +85,8 @@ class Measure:
     lam: np.ndarray | None = None
     value: float = 0.0
     by_level: tuple[np.ndarray, np.ndarray] | None = None  # (levels, values): D = values[levels[k]], fewer bytes to read
+    undo: bool = False  # the last sweep also undoes its own gates on λ (for the adjoint pass)
+    undone: int | None = None  # set by the forward pass: the last layer's pass it undid on λ
 
 
 STATE_PASS = 32  # one complex128 amplitude read and written
@@ -337,10 +339,17 @@ def _same_tiling(p: Pass, q: Pass) -> bool:
 
 
 def _fusion(
-    segments: list[Segment], i: int, nwires: int, cache: DiagonalCache | None, sign: float, done: int | None = None
+    segments: list[Segment],
+    i: int,
+    nwires: int,
+    cache: DiagonalCache | None,
+    sign: float,
+    done: int | None = None,
+    high_pass: int | None = None,
 ) -> Fusion | None:
     """The fusion of segments i, i+1, i+2 (layer, uniform diagonal block, layer), if they are that and
-    two of the layers' passes share a tiling; ``done``: a pass of layer i already run elsewhere."""
+    two of the layers' passes share a tiling; ``done``: a pass of layer i already run elsewhere;
+    ``high_pass``: the pass of layer i + 2 it must take."""
     if i < 0 or i + 2 >= len(segments):
         return None
     low, block, high = segments[i : i + 3]
@@ -352,7 +361,7 @@ def _fusion(
     lows, highs = _layer_passes(low, nwires), _layer_passes(high, nwires)
     for a in reversed(range(len(lows))):
         for b in range(len(highs)):
-            if a != done and _same_tiling(lows[a], highs[b]):
+            if a != done and high_pass in (None, b) and _same_tiling(lows[a], highs[b]):
                 return Fusion(a, b, lows[a], highs[b], *by_level)
     return None
 
@@ -420,6 +429,8 @@ def forward(
         for k in run:
             final = i == len(segments) - 1 and k == run[-1]
             _layer_pass(passes[k], psi, psi, nwires, traffic, source, measure if final else None)
+            if final and measure is not None and measure.undo:
+                measure.undone = k
             measured = measured or final
             source = None
         if fusion is None:
@@ -475,8 +486,9 @@ def _layer_pass(
     lam = measure.lam if measure is not None and measure.lam is not None else empty
     out = psi if measure is None or measure.write_state else empty
     tables = _source_tables(product, p, nwires)
+    undo = _inverses(p.mats) if measure is not None and measure.undo else p.mats[:0]
     value = K.layer_apply(
-        source, out, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, tables, diagonal, levels, lam
+        source, out, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, tables, diagonal, levels, lam, undo
     )
     if measure is not None:
         measure.value = value
@@ -518,6 +530,8 @@ def _apply_layer(
     passes = _layer_passes(layer, nwires)
     for k, p in enumerate(passes):
         _layer_pass(p, source if k == 0 else psi, psi, nwires, traffic, measure=measure if k == len(passes) - 1 else None)
+    if measure is not None and measure.undo:
+        measure.undone = len(passes) - 1
 
 
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
@@ -565,9 +579,11 @@ def adjoint_gradient(
     cache: DiagonalCache | None = None,
     traffic: Traffic | None = None,
     kept: bool = False,
+    undone: int | None = None,
 ) -> np.ndarray:
     """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten), or, if ``kept``,
-    φ = the state at the last segment's input (``forward(..., keep=φ)``)."""
+    φ = the state at the last segment's input (``forward(..., keep=φ)``) and λ = Hψ with the last
+    layer's pass ``undone`` (if not None) undone (``Measure.undone``)."""
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
     first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
@@ -578,10 +594,10 @@ def adjoint_gradient(
         at_input = _block_at_input(segments, i, first_needed, nwires, cache)
         took_block = False
         if isinstance(seg, ProductLayer) and kept and i == len(segments) - 1:
-            if fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache):
-                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed)
+            if fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, undone):
+                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, undone)
                 continue
-            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, at_input=at_input)
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, undone=undone, at_input=at_input)
         elif isinstance(seg, ProductLayer) and undo and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
             source = _product_source(segments[:i], nwires, cache)
@@ -640,14 +656,15 @@ def _add_level_moments(grad: np.ndarray, block: DiagonalBlock, sums: np.ndarray)
 
 
 def _adjoint_fusion(
-    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None
+    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None, undone: int | None
 ) -> Fusion | None:
     """The fusion for the adjoint pass over the kept last layer i, the uniform block before it and
-    the layer before that, when that layer's input is refilled from a cheap prefix."""
+    the layer before that, when that layer's input is refilled from a cheap prefix; it takes the
+    last layer's ``undone`` pass (undone on λ already) if there is one."""
     block = segments[i - 1] if i - 2 > first_needed else None
     if not isinstance(block, DiagonalBlock) or not _level_parameter(block) or not _cheap_prefix(segments[: i - 2]):
         return None
-    return _fusion(segments, i - 2, nwires, cache, -1.0)
+    return _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=undone)
 
 
 def _fused_adjoint(
@@ -661,14 +678,15 @@ def _fused_adjoint(
     traffic: Traffic,
     grad: np.ndarray,
     first_needed: int,
+    undone: int | None,
 ) -> int:
     """The adjoint pass over layer i (kept: φ holds its input), the block before it and layer i - 2:
-    layer i's passes on λ, its shared-tiling pass first and that pass's moments left to one sweep
+    layer i's passes on λ, its shared-tiling pass first (or ``undone`` already) and that pass's moments left to one sweep
     that also takes the block's moments, undoes it, and takes and undoes layer i - 2's pass; then φ
     is refilled with layer i - 2's input and its other passes run. Returns the next segment to undo."""
     high, block, low = segments[i], segments[i - 1], segments[i - 2]
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
-    carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b)
+    carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b, undone=undone)
     assert carried_out is not None
     nthreads = K.threads()
     carried, p = fusion.high, fusion.low
@@ -785,6 +803,7 @@ def _layer_adjoint_lambda(
     first: int | None = None,
     skip: int | None = None,
     at_input: tuple[DiagonalBlock, np.ndarray] | None = None,
+    undone: int | None = None,
 ) -> tuple[np.ndarray | None, bool]:
     """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
     φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
@@ -793,7 +812,8 @@ def _layer_adjoint_lambda(
     the first pass's at the output, the last pass's at the input, any others' in an extra read.
 
     ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
-    ``skip``: a pass already undone, its moments taken; ``at_input``: (block, levels) of a uniform
+    ``skip``: a pass already undone, its moments taken; ``undone``: a pass already undone on λ, its
+    moments not taken (the forward pass's last sweep undid it); ``at_input``: (block, levels) of a uniform
     diagonal block right before the layer, the first with parameters: its moments are taken in the
     last pass, at the layer's input (returns True then)."""
     nthreads = K.threads()
@@ -842,8 +862,8 @@ def _layer_adjoint_lambda(
             reads += LEVEL_BYTES
         traffic.add(phi.size, reads + (STATE_PASS // 2 if write else 0))
 
-    others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
-    order = ([first] if first is not None else []) + others
+    others = [k for k in reversed(range(len(passes))) if k not in (first, skip, undone)]  # undoing runs the passes backwards
+    order = ([first] if first is not None and first != undone else []) + others
     calls = []  # (pass, before, undo, after)
     for position, k in enumerate(order):
         before = refill is not None and position == 0

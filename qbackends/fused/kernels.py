@@ -591,12 +591,15 @@ def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits, product, diagonal, levels, lam):
+def layer_apply(
+    source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits, product, diagonal, levels, lam, lam_undo
+):
     """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
     another buffer that keeps the state before the gates, or, if ``product`` has tables, the product
     state it describes), tile by tile; psi is left alone if empty. With a real ``diagonal`` D (not
     empty; or D[k] = diagonal[levels[k]] if ``levels`` is not empty): returns ⟨ψ|D|ψ⟩ of the result
-    and writes λ = Dψ into ``lam`` unless it is empty."""
+    and writes λ = Dψ into ``lam`` unless it is empty, with the gates ``lam_undo`` (the inverses, for
+    the adjoint pass; none if empty) applied to it."""
     width = 1 << (run_bits + high_bits.size)
     total = 0.0
     for tile in prange(1 << rest_bits.size):
@@ -619,6 +622,8 @@ def layer_apply(source, psi, run_bits, high_bits, rest_bits, transposed, mats, t
                 for t in range(width):
                     re[t] *= d[t]
                     im[t] *= d[t]
+                if lam_undo.shape[0]:
+                    _apply_gates(re, im, tile_bits, lam_undo)
                 _scatter(re, im, lam, tile, rest_bits, high_bits, run_bits, transposed)
     return total
 
