@@ -61,4 +61,20 @@ def compile_kernels() -> None:
         return qml.expval(hamiltonian)
 
     qml.grad(circuit)(qml.numpy.array([0.1, 0.2], requires_grad=True))
+
+    cost = qml.Hamiltonian([0.5] * 3, [qml.Z(0) @ qml.Z(1), qml.Z(1) @ qml.Z(2), qml.Z(0) @ qml.Z(2)])
+    mixer = qml.Hamiltonian([1.0] * 3, [qml.X(w) for w in range(3)])
+
+    @qml.qnode(FusedQubit(wires=3), diff_method="adjoint")
+    def qaoa(p):  # the sweeps that fuse a mixer, an unweighted cost layer and the next mixer
+        for w in range(3):
+            qml.Hadamard(w)
+        for layer in range(2):
+            qml.qaoa.cost_layer(p[0][layer], cost)
+            qml.qaoa.mixer_layer(p[1][layer], mixer)
+        return qml.expval(cost)
+
+    angles = [[0.1, 0.2], [0.3, 0.4]]
+    qml.grad(qaoa)(qml.numpy.array(angles, requires_grad=True))
+    qaoa(qml.numpy.array(angles, requires_grad=False))
     mark_compiled()
