@@ -268,7 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser(
-        "warmup", help="compile fused.qubit's kernels now (once per installation, about 15 s), so no run waits for them"
+        "warmup",
+        help="compile fused.qubit's kernels now (once per installation, about 45 s on two cores), so no run waits for them",
     )
     p.set_defaults(func=cmd_warmup)
 

@@ -1,4 +1,4 @@
-"""The fused simulator's one-time cost: its numba kernels compile on first use (about 15 s on two
+"""The fused simulator's one-time cost: its numba kernels compile on first use (about 45 s on two
 cores) and are cached on disk. This module says whether that has happened in this installation,
 and does it on request (``qbackends warmup``).
 """
