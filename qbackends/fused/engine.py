@@ -691,22 +691,12 @@ def _fused_adjoint(
     nthreads = K.threads()
     carried, p = fusion.high, fusion.low
     out, sums = np.zeros((nthreads, len(p.params))), np.zeros((nthreads, 2))
-    K.layer_adjoint_lambda(
+    _adjoint_sweep(
+        p,
         phi,
         lam,
-        p.run_bits,
-        p.high,
-        p.rest,
-        p.transposed,
-        _inverses(p.mats),
-        p.tile_bits,
-        p.generators,
         out,
-        nthreads,
-        True,
-        True,
-        False,
-        True,
+        (True, True, False, True),
         K.DIAGONAL_AT_OUTPUT,
         (fusion.levels, fusion.phases, sums),
         (carried.tile_bits, carried.generators, carried_out),
@@ -829,22 +819,12 @@ def _layer_adjoint_lambda(
         write = undo and not block  # after the block's moments nothing reads λ
         computed = source is not None and not before  # φ at the input, computed
         tables = _source_tables(source, p, nwires) if computed else NO_SOURCE
-        K.layer_adjoint_lambda(
+        _adjoint_sweep(
+            p,
             phi,
             lam,
-            p.run_bits,
-            p.high,
-            p.rest,
-            p.transposed,
-            _inverses(p.mats),
-            p.tile_bits,
-            p.generators,
             outs[k],
-            nthreads,
-            before,
-            undo,
-            after,
-            write,
+            (before, undo, after, write),
             diagonal,
             (levels, np.empty(0, dtype=complex), sums),
             no_carried,
@@ -881,6 +861,38 @@ def _layer_adjoint_lambda(
     if took_block and at_input:
         _add_level_moments(grad, at_input[0], sums)
     return (outs[first] if first is not None else None), took_block
+
+
+def _adjoint_sweep(
+    p: Pass,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    out: np.ndarray,
+    flags: tuple[bool, bool, bool, bool],
+    diagonal: int,
+    block: tuple,
+    carried: tuple,
+    source: tuple,
+) -> None:
+    """``kernels.layer_adjoint_lambda`` over pass ``p``; flags: before, undo, after, write; ``out`` has a row per thread."""
+    K.layer_adjoint_lambda(
+        phi,
+        lam,
+        p.run_bits,
+        p.high,
+        p.rest,
+        p.transposed,
+        _inverses(p.mats),
+        p.tile_bits,
+        p.generators,
+        out,
+        out.shape[0],
+        *flags,
+        diagonal,
+        block,
+        carried,
+        source,
+    )
 
 
 def _add_moments(grad: np.ndarray, p: Pass, out: np.ndarray) -> None:
