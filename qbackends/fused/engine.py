@@ -798,8 +798,9 @@ def _layer_adjoint_lambda(
     """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
     φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
     the first pass has taken its moments. ``source``: the layer's input is that product state, which
-    the kernels compute where they need it (refill is not called; φ at the input is not read). Moments are taken where φ and λ are at the same place:
-    the first pass's at the output, the last pass's at the input, any others' in an extra read.
+    the kernels compute where they need it (refill is not called; φ at the input is not read).
+    Moments are taken where φ and λ are at the same place: the first pass's at the output, the last
+    pass's at the input, any others' in an extra read.
 
     ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
     ``skip``: a pass already undone, its moments taken; ``undone``: a pass already undone on λ, its
@@ -831,15 +832,9 @@ def _layer_adjoint_lambda(
             tables,
         )
         reads_phi = before or after or block
-        reads = STATE_PASS // 2 * (1 + (reads_phi and not computed)) + (LEVEL_BYTES if block else 0)
-        if (
-            reads_phi
-            and computed
-            and source is not None
-            and source.levels.size
-            and not (block and at_input and at_input[1] is source.levels)
-        ):
-            reads += LEVEL_BYTES
+        # levels: the block's, which are also the computed input's (its prefix ends with that block)
+        levels_read = block or (reads_phi and computed and source is not None and source.levels.size > 0)
+        reads = STATE_PASS // 2 * (1 + (reads_phi and not computed)) + (LEVEL_BYTES if levels_read else 0)
         traffic.add(phi.size, reads + (STATE_PASS // 2 if write else 0))
 
     others = [k for k in reversed(range(len(passes))) if k not in (first, skip, undone)]  # undoing runs the passes backwards
