@@ -234,7 +234,18 @@ class FusedQubit(Device):
         values = []
         jac_rows = []
         for m in tape.measurements:
-            if isinstance(m, StateMP):
+            if measure is not None:  # taken in the forward pass, λ written where the adjoint pass wants it
+                values.append(np.array(measure.value))
+                if adjoint:
+                    phi, lam = (kept, psi) if kept is not None else (psi, measure.lam)
+                    assert lam is not None
+                    grad = engine.adjoint_gradient(
+                        segments, nparams, phi, lam, n, self._diagonals, traffic, kept=kept is not None, undone=measure.undone
+                    )
+                    jac_rows.append(grad[list(tape.trainable_params)])
+                elif gradient:
+                    jac_rows.append(np.zeros(0))
+            elif isinstance(m, StateMP):
                 values.append(psi.copy())
             elif isinstance(m, ProbabilityMP):
                 values.append(_probabilities(psi, [index[w] for w in (m.wires or wires)], n))
@@ -256,17 +267,6 @@ class FusedQubit(Device):
                             list(tape.trainable_params)
                         ]
                     )
-            elif measure is not None:  # taken in the forward pass, λ written where the adjoint pass wants it
-                values.append(np.array(measure.value))
-                if adjoint:
-                    phi, lam = (kept, psi) if kept is not None else (psi, measure.lam)
-                    assert lam is not None
-                    grad = engine.adjoint_gradient(
-                        segments, nparams, phi, lam, n, self._diagonals, traffic, kept=kept is not None, undone=measure.undone
-                    )
-                    jac_rows.append(grad[list(tape.trainable_params)])
-                elif gradient:
-                    jac_rows.append(np.zeros(0))
             else:
                 diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
