@@ -24,7 +24,7 @@ DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # product states: runs of 2048 amplitudes
 SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom of its tiles
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
-TRANSPOSE_RUNS = 16  # transposed tiles are copied 16 runs at a time
+TRANSPOSE_AMPS = 1024  # transposed tiles (contiguous: a first pass's) are split 1024 amplitudes at a time, then transposed in L1
 PAIR_MIN_BIT = 4  # gates on bits below pair badly: runs shorter than 16 amplitudes
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
@@ -241,6 +241,12 @@ def _run_starts(tile, rest_bits, high_bits):
     return starts
 
 
+@njit(cache=True, inline="always")
+def _transpose_block(runs, size):
+    """Runs a transposed tile moves per block: TRANSPOSE_AMPS amplitudes (at least one run)."""
+    return min(runs, max(np.uint64(1), np.uint64(TRANSPOSE_AMPS) // size))
+
+
 @njit(cache=True)
 def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise);
@@ -248,14 +254,19 @@ def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
-    if transposed:  # a blocked transpose: TRANSPOSE_RUNS runs at a time stay in L1
-        block = min(runs, np.uint64(TRANSPOSE_RUNS))
+    if transposed:  # the runs follow each other: blocks of them are split, then transposed in L1
+        block = _transpose_block(runs, size)
+        part_re, part_im = np.empty(block * size), np.empty(block * size)
         for first in range(np.uint64(0), runs, block):
+            start = starts[first]
+            for k in range(block * size):
+                p = psi[start + k]
+                part_re[k] = p.real
+                part_im[k] = p.imag
             for j in range(size):
-                for run in range(first, first + block):
-                    p = psi[starts[run] + j]
-                    re[j * runs + run] = p.real
-                    im[j * runs + run] = p.imag
+                for run in range(block):
+                    re[j * runs + first + run] = part_re[run * size + j]
+                    im[j * runs + first + run] = part_im[run * size + j]
         return
     for run in range(runs):
         for j in range(size):
@@ -269,12 +280,17 @@ def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
-    if transposed:
-        block = min(runs, np.uint64(TRANSPOSE_RUNS))
+    if transposed:  # as in _gather, backwards
+        block = _transpose_block(runs, size)
+        part_re, part_im = np.empty(block * size), np.empty(block * size)
         for first in range(np.uint64(0), runs, block):
             for j in range(size):
-                for run in range(first, first + block):
-                    psi[starts[run] + j] = complex(re[j * runs + run], im[j * runs + run])
+                for run in range(block):
+                    part_re[run * size + j] = re[j * runs + first + run]
+                    part_im[run * size + j] = im[j * runs + first + run]
+            start = starts[first]
+            for k in range(block * size):
+                psi[start + k] = complex(part_re[k], part_im[k])
         return
     for run in range(runs):
         for j in range(size):
@@ -515,12 +531,13 @@ def _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed):
     starts = _run_starts(tile, rest_bits, high_bits)
     runs = np.uint64(starts.size)
     out = np.empty(size * runs, dtype=levels.dtype)
-    if transposed:  # blocked, as in _gather
-        block = min(runs, np.uint64(TRANSPOSE_RUNS))
+    if transposed:  # blocked, as in _gather (the block's runs follow each other)
+        block = _transpose_block(runs, size)
         for first in range(np.uint64(0), runs, block):
+            part = levels[starts[first] : starts[first] + block * size]
             for j in range(size):
-                for run in range(first, first + block):
-                    out[j * runs + run] = levels[starts[run] + j]
+                for run in range(block):
+                    out[j * runs + first + run] = part[run * size + j]
     else:
         for run in range(runs):
             for j in range(size):
