@@ -554,17 +554,16 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
         # |+> with the cost's phases by level, computed in the mixer's first tiled pass (16 written,
         # 2 read per amplitude); its second pass takes the energy, reading ψ and the cost's levels
         # (18). The gradient keeps the mixer's input: |+> written (18), the mixer read from it (32),
-        # its second pass writing λ in place of ψ, that pass already undone on it (34); the first
-        # pass undone on λ alone with the moments at the input (48), the second's moments read with
-        # the cost's (34).
-        (1, 18 + 18, 18 + 32 + 34 + 48 + 34),
+        # its second pass writing λ in place of ψ, that pass already undone on it and its moments
+        # taken (34); the first pass undone on λ alone, its moments and the cost's at the input (34).
+        (1, 18 + 18, 18 + 32 + 34 + 34),
         # p=2: the first mixer's second pass, the second cost layer and the second mixer's second pass
         # in one sweep (32 + 2), which for the gradient also writes the kept input (16); the last
-        # mixer's first pass writes λ with itself undone (34). Adjoint: the last mixer's second pass
-        # with the moments at its input (48); one sweep takes the first pass's moments, the cost
-        # layer's, undoes it and the first mixer's first pass (50); the first mixer's second pass,
+        # mixer's first pass writes λ with itself undone, its moments taken (34). Adjoint: one sweep
+        # undoes the last mixer's second pass on λ, takes its moments at the input and the cost
+        # layer's, undoes it and the first mixer's second pass (50); the first mixer's first pass,
         # its input computed, with the first cost layer's moments (18).
-        (2, 18 + 34 + 18, 18 + 50 + 34 + 48 + 50 + 18),
+        (2, 18 + 34 + 18, 18 + 50 + 34 + 50 + 18),
     ],
 )
 def test_tracker_reports_the_bytes_the_kernels_move(layers, energy, gradient):

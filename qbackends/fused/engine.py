@@ -85,8 +85,10 @@ class Measure:
     lam: np.ndarray | None = None
     value: float = 0.0
     by_level: tuple[np.ndarray, np.ndarray] | None = None  # (levels, values): D = values[levels[k]], fewer bytes to read
-    undo: bool = False  # the last sweep also undoes its own gates on λ (for the adjoint pass)
-    undone: int | None = None  # set by the forward pass: the last layer's pass it undid on λ
+    undo: bool = False  # the last sweep also undoes its own gates on λ and takes their moments (for the adjoint pass)
+    undone: tuple[int, np.ndarray] | None = (
+        None  # set by the forward pass: that pass of the last layer, its moments (a row per tile)
+    )
 
 
 STATE_PASS = 32  # one complex128 amplitude read and written
@@ -270,6 +272,7 @@ class ProductSource(NamedTuple):
     phases: np.ndarray
 
 
+NO_CARRIED = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int8), np.empty((0, 0)), np.empty((0, 2, 2), dtype=complex))
 NO_SOURCE = (np.empty((0, 2), complex), np.empty(0, complex), np.empty(0, complex), np.empty(0, np.uint16), np.empty(0, complex))
 
 
@@ -428,9 +431,7 @@ def forward(
         run = [k for k in range(len(passes)) if not (previous and k == previous.b) and not (fusion and k == fusion.a)]
         for k in run:
             final = i == len(segments) - 1 and k == run[-1]
-            _layer_pass(passes[k], psi, psi, nwires, traffic, source, measure if final else None)
-            if final and measure is not None and measure.undo:
-                measure.undone = k
+            _layer_pass(passes[k], psi, psi, nwires, traffic, source, (measure, k) if final and measure is not None else None)
             measured = measured or final
             source = None
         if fusion is None:
@@ -475,10 +476,12 @@ def _layer_pass(
     nwires: int,
     traffic: Traffic,
     product: ProductSource | None = None,
-    measure: Measure | None = None,
+    measured: tuple[Measure, int] | None = None,
 ) -> None:
-    """One pass of a layer from ``source`` (or the ``product`` state) into psi; with ``measure``, the
-    last pass: it takes the expectation and writes what the measure asks for."""
+    """One pass of a layer from ``source`` (or the ``product`` state) into psi; ``measured``: (the
+    measure, the pass's index in its layer) for the last pass: it takes the expectation and writes
+    what the measure asks for."""
+    measure, index = measured if measured is not None else (None, -1)
     empty = np.empty(0, dtype=complex)
     diagonal, levels = np.empty(0), np.empty(0, dtype=np.uint16)
     if measure is not None:
@@ -486,12 +489,30 @@ def _layer_pass(
     lam = measure.lam if measure is not None and measure.lam is not None else empty
     out = psi if measure is None or measure.write_state else empty
     tables = _source_tables(product, p, nwires)
-    undo = _inverses(p.mats) if measure is not None and measure.undo else p.mats[:0]
+    undoing = measure is not None and measure.undo
+    undo = _inverses(p.mats) if undoing else p.mats[:0]
+    moments = np.zeros((1 << p.rest.size, len(p.params)) if undoing else (0, 0))
     value = K.layer_apply(
-        source, out, p.run_bits, p.high, p.rest, p.transposed, p.mats, p.tile_bits, tables, diagonal, levels, lam, undo
+        source,
+        out,
+        p.run_bits,
+        p.high,
+        p.rest,
+        p.transposed,
+        p.mats,
+        p.tile_bits,
+        tables,
+        diagonal,
+        levels,
+        lam,
+        undo,
+        p.generators,
+        moments,
     )
     if measure is not None:
         measure.value = value
+        if undoing:
+            measure.undone = index, moments
     reads = 16 if product is None else LEVEL_BYTES if product.levels.size else 0
     if measure is not None:
         reads += LEVEL_BYTES if levels.size else 8
@@ -529,9 +550,8 @@ def _apply_layer(
     """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was); ``measure`` in its last pass."""
     passes = _layer_passes(layer, nwires)
     for k, p in enumerate(passes):
-        _layer_pass(p, source if k == 0 else psi, psi, nwires, traffic, measure=measure if k == len(passes) - 1 else None)
-    if measure is not None and measure.undo:
-        measure.undone = len(passes) - 1
+        measured = (measure, k) if measure is not None and k == len(passes) - 1 else None
+        _layer_pass(p, source if k == 0 else psi, psi, nwires, traffic, measured=measured)
 
 
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
@@ -579,11 +599,11 @@ def adjoint_gradient(
     cache: DiagonalCache | None = None,
     traffic: Traffic | None = None,
     kept: bool = False,
-    undone: int | None = None,
+    undone: tuple[int, np.ndarray] | None = None,
 ) -> np.ndarray:
     """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten), or, if ``kept``,
     φ = the state at the last segment's input (``forward(..., keep=φ)``) and λ = Hψ with the last
-    layer's pass ``undone`` (if not None) undone (``Measure.undone``)."""
+    layer's pass ``undone[0]`` (if not None) undone, its moments taken (``Measure.undone``)."""
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
     first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
@@ -594,10 +614,14 @@ def adjoint_gradient(
         at_input = _block_at_input(segments, i, first_needed, nwires, cache)
         took_block = False
         if isinstance(seg, ProductLayer) and kept and i == len(segments) - 1:
-            if fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, undone):
-                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, undone)
+            done = None
+            if undone is not None:
+                done, moments = undone
+                _add_moments(grad, _layer_passes(seg, nwires)[done], moments)
+            if fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, done):
+                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, done)
                 continue
-            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, undone=undone, at_input=at_input)
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=done, at_input=at_input)
         elif isinstance(seg, ProductLayer) and undo and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
             source = _product_source(segments[:i], nwires, cache)
@@ -656,15 +680,21 @@ def _add_level_moments(grad: np.ndarray, block: DiagonalBlock, sums: np.ndarray)
 
 
 def _adjoint_fusion(
-    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None, undone: int | None
+    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None, done: int | None
 ) -> Fusion | None:
     """The fusion for the adjoint pass over the kept last layer i, the uniform block before it and
-    the layer before that, when that layer's input is refilled from a cheap prefix; it takes the
-    last layer's ``undone`` pass (undone on λ already) if there is one."""
+    the layer before that, when that layer's input is refilled from a cheap prefix. Of a layer of two
+    passes, one ``done`` (undone on λ, its moments taken), it takes the other, which the sweep then
+    undoes; else the ``done`` one if there is one."""
     block = segments[i - 1] if i - 2 > first_needed else None
     if not isinstance(block, DiagonalBlock) or not _level_parameter(block) or not _cheap_prefix(segments[: i - 2]):
         return None
-    return _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=undone)
+    last = segments[i]
+    assert isinstance(last, ProductLayer)
+    if done is not None and len(_layer_passes(last, nwires)) == 2:
+        if fusion := _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=1 - done):
+            return fusion
+    return _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=done)
 
 
 def _fused_adjoint(
@@ -678,18 +708,27 @@ def _fused_adjoint(
     traffic: Traffic,
     grad: np.ndarray,
     first_needed: int,
-    undone: int | None,
+    done: int | None,
 ) -> int:
     """The adjoint pass over layer i (kept: φ holds its input), the block before it and layer i - 2:
-    layer i's passes on λ, its shared-tiling pass first (or ``undone`` already) and that pass's moments left to one sweep
-    that also takes the block's moments, undoes it, and takes and undoes layer i - 2's pass; then φ
-    is refilled with layer i - 2's input and its other passes run. Returns the next segment to undo."""
+    layer i's passes on λ but ``done`` (undone, its moments taken) and the shared-tiling one, which is
+    undone first, its moments left to one sweep that also takes the block's moments, undoes it, and
+    takes and undoes layer i - 2's pass; or, when that is the only one left, undone by that sweep,
+    its moments taken at the layer's input. Then φ is refilled with layer i - 2's input and its
+    other passes run. Returns the next segment to undo."""
     high, block, low = segments[i], segments[i - 1], segments[i - 2]
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
-    carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b, undone=undone)
-    assert carried_out is not None
     nthreads = K.threads()
     carried, p = fusion.high, fusion.low
+    carried_out: np.ndarray | None = np.zeros((nthreads, len(carried.params)))
+    inverses = carried.mats[:0]
+    if fusion.b == done:  # its moments taken: nothing of layer i is left to the sweep
+        _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, skip=done)
+        carried_out = None
+    elif done is not None and len(_layer_passes(high, nwires)) == 2:
+        inverses = _inverses(carried.mats)
+    else:
+        carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b, skip=done)
     out, sums = np.zeros((nthreads, len(p.params))), np.zeros((nthreads, 2))
     _adjoint_sweep(
         p,
@@ -699,11 +738,12 @@ def _fused_adjoint(
         (True, True, False, True),
         K.DIAGONAL_AT_OUTPUT,
         (fusion.levels, fusion.phases, sums),
-        (carried.tile_bits, carried.generators, carried_out),
+        (carried.tile_bits, carried.generators, carried_out, inverses) if carried_out is not None else NO_CARRIED,
         NO_SOURCE,
     )
     traffic.add(phi.size, STATE_PASS + STATE_PASS // 2 + LEVEL_BYTES)
-    _add_moments(grad, carried, carried_out)
+    if carried_out is not None:
+        _add_moments(grad, carried, carried_out)
     _add_moments(grad, p, out)
     _add_level_moments(grad, block, sums)
     source = _product_source(segments[: i - 2], nwires, cache)  # layer i - 2's input, computed where needed
@@ -793,7 +833,6 @@ def _layer_adjoint_lambda(
     first: int | None = None,
     skip: int | None = None,
     at_input: tuple[DiagonalBlock, np.ndarray] | None = None,
-    undone: int | None = None,
 ) -> tuple[np.ndarray | None, bool]:
     """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
     φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
@@ -803,15 +842,13 @@ def _layer_adjoint_lambda(
     pass's at the input, any others' in an extra read.
 
     ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
-    ``skip``: a pass already undone, its moments taken; ``undone``: a pass already undone on λ, its
-    moments not taken (the forward pass's last sweep undid it); ``at_input``: (block, levels) of a uniform
+    ``skip``: a pass already undone, its moments taken; ``at_input``: (block, levels) of a uniform
     diagonal block right before the layer, the first with parameters: its moments are taken in the
     last pass, at the layer's input (returns True then)."""
     nthreads = K.threads()
     passes = _layer_passes(seg, nwires)
     outs = [np.zeros((nthreads, len(p.params))) for p in passes]
     sums = np.zeros((nthreads, 2))
-    no_carried = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int8), np.empty((0, 0)))
 
     def run(k: int, before: bool, undo: bool, after: bool, block: bool) -> None:
         p = passes[k]
@@ -828,7 +865,7 @@ def _layer_adjoint_lambda(
             (before, undo, after, write),
             diagonal,
             (levels, np.empty(0, dtype=complex), sums),
-            no_carried,
+            NO_CARRIED,
             tables,
         )
         reads_phi = before or after or block
@@ -837,8 +874,8 @@ def _layer_adjoint_lambda(
         reads = STATE_PASS // 2 * (1 + (reads_phi and not computed)) + (LEVEL_BYTES if levels_read else 0)
         traffic.add(phi.size, reads + (STATE_PASS // 2 if write else 0))
 
-    others = [k for k in reversed(range(len(passes))) if k not in (first, skip, undone)]  # undoing runs the passes backwards
-    order = ([first] if first is not None and first != undone else []) + others
+    others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
+    order = ([first] if first is not None else []) + others
     calls = []  # (pass, before, undo, after)
     for position, k in enumerate(order):
         before = refill is not None and position == 0

@@ -611,14 +611,29 @@ def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source)
 
 @njit(cache=True, parallel=True, fastmath=True)
 def layer_apply(
-    source, psi, run_bits, high_bits, rest_bits, transposed, mats, tile_bits, product, diagonal, levels, lam, lam_undo
+    source,
+    psi,
+    run_bits,
+    high_bits,
+    rest_bits,
+    transposed,
+    mats,
+    tile_bits,
+    product,
+    diagonal,
+    levels,
+    lam,
+    lam_undo,
+    generators,
+    moments,
 ):
     """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
     another buffer that keeps the state before the gates, or, if ``product`` has tables, the product
     state it describes), tile by tile; psi is left alone if empty. With a real ``diagonal`` D (not
     empty; or D[k] = diagonal[levels[k]] if ``levels`` is not empty): returns ⟨ψ|D|ψ⟩ of the result
     and writes λ = Dψ into ``lam`` unless it is empty, with the gates ``lam_undo`` (the inverses, for
-    the adjoint pass; none if empty) applied to it."""
+    the adjoint pass; none if empty) applied to it; ``moments`` (a row per tile, unless empty):
+    moments[tile, i] += Im⟨λ|P_i|ψ⟩ there, before the undoing (``generators`` as in layer_adjoint_lambda)."""
     width = 1 << (run_bits + high_bits.size)
     total = 0.0
     for tile in prange(1 << rest_bits.size):
@@ -637,10 +652,18 @@ def layer_apply(
             for t in range(width):
                 part += d[t] * (re[t] * re[t] + im[t] * im[t])
             total += part
-            if lam.size:
+            if lam.size and moments.size:
+                lre, lim = np.empty(width), np.empty(width)
+                for t in range(width):
+                    lre[t] = d[t] * re[t]
+                    lim[t] = d[t] * im[t]
+                _tile_moments(re, im, lre, lim, tile_bits, generators, moments, tile)
+                re, im = lre, lim
+            elif lam.size:
                 for t in range(width):
                     re[t] *= d[t]
                     im[t] *= d[t]
+            if lam.size:
                 if lam_undo.shape[0]:
                     _apply_gates(re, im, tile_bits, lam_undo)
                 _scatter(re, im, lam, tile, rest_bits, high_bits, run_bits, transposed)
@@ -700,9 +723,10 @@ def layer_adjoint_lambda(
     (``carried``: tile bits, generators, out; φ and λ at that layer's input, the block's output), then the block's sums
     (``_level_sums``), then it is undone on φ and λ (in the tile) before the gates' pass.
     ``DIAGONAL_AT_INPUT``, the block right before the layer: its sums at the layer's input, once
-    the gates are undone; not undone. ``source`` with tables: φ is that product state, computed, not read."""
+    the gates are undone; not undone. ``source`` with tables: φ is that product state, computed, not read.
+    ``carried`` may hold the later pass's inverses too: it is undone on λ first, its moments taken after."""
     levels, phases, sums = block
-    carried_bits, carried_generators, carried_out = carried
+    carried_bits, carried_generators, carried_out, carried_inverses = carried
     width = 1 << (run_bits + high_bits.size)
     for t in prange(nthreads):
         pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
@@ -714,6 +738,8 @@ def layer_adjoint_lambda(
             no_levels = np.empty(0, dtype=np.uint16)
             tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else no_levels
             if diagonal == DIAGONAL_AT_OUTPUT:
+                if carried_inverses.shape[0]:
+                    _apply_gates(lre, lim, carried_bits, carried_inverses)
                 _tile_moments(pre, pim, lre, lim, carried_bits, carried_generators, carried_out, t)
                 _level_sums(pre, pim, lre, lim, tile_levels, sums, t)
                 _phase_tile(pre, pim, tile_levels, phases)
