@@ -26,6 +26,7 @@ SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom 
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
 TRANSPOSE_AMPS = 1024  # transposed tiles (contiguous: a first pass's) are split 1024 amplitudes at a time, then transposed in L1
 PAIR_MIN_BIT = 4  # gates on bits below pair badly: runs shorter than 16 amplitudes
+RUN_GROUP = 4  # runs of a tile are copied four side by side: more of memory's latency overlaps
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
@@ -268,11 +269,13 @@ def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
                     re[j * runs + first + run] = part_re[run * size + j]
                     im[j * runs + first + run] = part_im[run * size + j]
         return
-    for run in range(runs):
+    group = min(runs, np.uint64(RUN_GROUP))
+    for first in range(np.uint64(0), runs, group):
         for j in range(size):
-            p = psi[starts[run] + j]
-            re[run * size + j] = p.real
-            im[run * size + j] = p.imag
+            for run in range(first, first + group):
+                p = psi[starts[run] + j]
+                re[run * size + j] = p.real
+                im[run * size + j] = p.imag
 
 
 @njit(cache=True)
@@ -292,9 +295,11 @@ def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
             for k in range(block * size):
                 psi[start + k] = complex(part_re[k], part_im[k])
         return
-    for run in range(runs):
+    group = min(runs, np.uint64(RUN_GROUP))
+    for first in range(np.uint64(0), runs, group):
         for j in range(size):
-            psi[starts[run] + j] = complex(re[run * size + j], im[run * size + j])
+            for run in range(first, first + group):
+                psi[starts[run] + j] = complex(re[run * size + j], im[run * size + j])
 
 
 @njit(cache=True, inline="always")
