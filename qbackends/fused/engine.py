@@ -86,9 +86,8 @@ class Measure:
     value: float = 0.0
     by_level: tuple[np.ndarray, np.ndarray] | None = None  # (levels, values): D = values[levels[k]], fewer bytes to read
     undo: bool = False  # the last sweep also undoes its own gates on λ and takes their moments (for the adjoint pass)
-    undone: tuple[int, np.ndarray] | None = (
-        None  # set by the forward pass: that pass of the last layer, its moments (a row per tile)
-    )
+    # set by the forward pass: the last layer's pass it undid on λ, and that pass's moments (a row per tile)
+    undone: tuple[int, np.ndarray] | None = None
 
 
 STATE_PASS = 32  # one complex128 amplitude read and written
@@ -223,7 +222,7 @@ class Pass(NamedTuple):
     run_bits: int
     high: np.ndarray  # the high bits each tile takes whole
     rest: np.ndarray  # the bits that number the tiles
-    transposed: bool  # the high bits are the tile's lowest
+    transposed: bool  # the high bits are the tile's lowest (a first pass: its runs follow each other in memory)
     mats: np.ndarray  # (gates, 2, 2)
     tile_bits: np.ndarray  # the tile bit each gate acts on, ascending
     generators: np.ndarray  # 0: fixed, 1: X, 2: Y
