@@ -7,6 +7,7 @@ rotates measurements to the Z basis, and expands parameter broadcasting.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,7 @@ class FusedQubit(Device):
             assert terms is not None
             masks, coefs = _masks_and_coefficients(terms, index, n)
             by_level = engine.values_by_level(n, masks, coefs, self._diagonals)
-            measure = engine.Measure(self._diagonals.get(n, masks, coefs), write_state=False, by_level=by_level)
+            measure = engine.Measure(partial(self._diagonals.get, n, masks, coefs), write_state=False, by_level=by_level)
             if adjoint and engine.keeps_last_input(segments):
                 keep = kept = self._buffer("lambda", 1 << n)
                 measure.lam, measure.undo = psi, True

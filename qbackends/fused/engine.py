@@ -78,9 +78,10 @@ class Traffic:
 class Measure:
     """⟨ψ|D|ψ⟩ of the final state for a real diagonal D, taken by the forward pass's last sweep when it
     can (``value``): ψ is then written into psi only if ``write_state``, and λ = Dψ into ``lam``
-    (None: nowhere; psi itself: in place of ψ)."""
+    (None: nowhere; psi itself: in place of ψ). ``diagonal`` builds D (half a state vector) when a
+    sweep needs it: one that reads ``by_level`` never does."""
 
-    diagonal: np.ndarray
+    diagonal: Callable[[], np.ndarray]
     write_state: bool = True
     lam: np.ndarray | None = None
     value: float = 0.0
@@ -461,10 +462,10 @@ def forward(
 
 def _measure(psi: np.ndarray, measure: Measure, traffic: Traffic) -> None:
     if measure.lam is not None:
-        measure.value = K.expval_and_lambda(psi, measure.diagonal, measure.lam)
+        measure.value = K.expval_and_lambda(psi, measure.diagonal(), measure.lam)
         traffic.add(psi.size, 40)  # ψ and the diagonal read, λ written
     else:
-        measure.value = K.expval(psi, measure.diagonal)
+        measure.value = K.expval(psi, measure.diagonal())
         traffic.add(psi.size, 24)
 
 
@@ -484,7 +485,7 @@ def _layer_pass(
     empty = np.empty(0, dtype=complex)
     diagonal, levels = np.empty(0), np.empty(0, dtype=np.uint16)
     if measure is not None:
-        levels, diagonal = measure.by_level if measure.by_level is not None else (levels, measure.diagonal)
+        levels, diagonal = measure.by_level if measure.by_level is not None else (levels, measure.diagonal())
     lam = measure.lam if measure is not None and measure.lam is not None else empty
     out = psi if measure is None or measure.write_state else empty
     tables = _source_tables(product, p, nwires)
