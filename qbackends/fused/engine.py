@@ -230,6 +230,10 @@ class Pass(NamedTuple):
     params: list[int]  # parameter index per gate, -1: fixed
     scales: list[float]  # d angle / d parameter per gate
 
+    def tiling(self) -> tuple[int, np.ndarray, np.ndarray, bool]:
+        """The kernels' first arguments after the state vectors: run bits, high bits, rest bits, transposed."""
+        return self.run_bits, self.high, self.rest, self.transposed
+
 
 def _pass(run_bits: int, chosen: list[int], nwires: int, transposed: bool, gates: list) -> Pass:
     """One pass: gates on run bits or on ``chosen`` high bits; the rest of the bits index the tiles."""
@@ -442,10 +446,7 @@ def forward(
         K.layers_with_diagonal(
             psi,
             into if into is not None else np.empty(0, dtype=complex),
-            p.run_bits,
-            p.high,
-            p.rest,
-            p.transposed,
+            *p.tiling(),
             p.mats,
             p.tile_bits,
             fusion.levels,
@@ -495,10 +496,7 @@ def _layer_pass(
     value = K.layer_apply(
         source,
         out,
-        p.run_bits,
-        p.high,
-        p.rest,
-        p.transposed,
+        *p.tiling(),
         p.mats,
         p.tile_bits,
         tables,
@@ -814,9 +812,7 @@ def _layer_adjoint(
     for p in _layer_passes(seg, nwires):
         out = np.zeros((nthreads, len(p.params)))
         inverses = _inverses(p.mats)
-        K.layer_adjoint(
-            phi, lam, p.run_bits, p.high, p.rest, p.transposed, inverses, p.tile_bits, p.generators, out, nthreads, undo
-        )
+        K.layer_adjoint(phi, lam, *p.tiling(), inverses, p.tile_bits, p.generators, out, nthreads, undo)
         traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
         _add_moments(grad, p, out)
 
@@ -910,10 +906,7 @@ def _adjoint_sweep(
     K.layer_adjoint_lambda(
         phi,
         lam,
-        p.run_bits,
-        p.high,
-        p.rest,
-        p.transposed,
+        *p.tiling(),
         _inverses(p.mats),
         p.tile_bits,
         p.generators,
