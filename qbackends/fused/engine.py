@@ -718,15 +718,17 @@ def _fused_adjoint(
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
     nthreads = K.threads()
     carried, p = fusion.high, fusion.low
-    carried_out: np.ndarray | None = np.zeros((nthreads, len(carried.params)))
-    inverses = carried.mats[:0]
+    left = [k for k in range(len(_layer_passes(high, nwires))) if k not in (done, fusion.b)]
+    carried_out = None
     if fusion.b == done:  # its moments taken: nothing of layer i is left to the sweep
         _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, skip=done)
-        carried_out = None
-    elif done is not None and len(_layer_passes(high, nwires)) == 2:
-        inverses = _inverses(carried.mats)
-    else:
+        carried_args: tuple = NO_CARRIED
+    elif not left:  # the sweep undoes the last pass of layer i on λ, its moments after
+        carried_out = np.zeros((nthreads, len(carried.params)))
+        carried_args = (carried.tile_bits, carried.generators, carried_out, _inverses(carried.mats))
+    else:  # undone first, the sweep takes its moments
         carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b, skip=done)
+        carried_args = (carried.tile_bits, carried.generators, carried_out, carried.mats[:0])
     out, sums = np.zeros((nthreads, len(p.params))), np.zeros((nthreads, 2))
     _adjoint_sweep(
         p,
@@ -736,7 +738,7 @@ def _fused_adjoint(
         (True, True, False, True),
         K.DIAGONAL_AT_OUTPUT,
         (fusion.levels, fusion.phases, sums),
-        (carried.tile_bits, carried.generators, carried_out, inverses) if carried_out is not None else NO_CARRIED,
+        carried_args,
         NO_SOURCE,
     )
     traffic.add(phi.size, STATE_PASS + STATE_PASS // 2 + LEVEL_BYTES)

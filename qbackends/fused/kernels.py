@@ -657,21 +657,16 @@ def layer_apply(
             for t in range(width):
                 part += d[t] * (re[t] * re[t] + im[t] * im[t])
             total += part
-            if lam.size and moments.size:
-                lre, lim = np.empty(width), np.empty(width)
+            if lam.size:  # λ = Dψ in place of ψ, unless ψ is still needed for the moments
+                lre, lim = (np.empty(width), np.empty(width)) if moments.size else (re, im)
                 for t in range(width):
                     lre[t] = d[t] * re[t]
                     lim[t] = d[t] * im[t]
-                _tile_moments(re, im, lre, lim, tile_bits, generators, moments, tile)
-                re, im = lre, lim
-            elif lam.size:
-                for t in range(width):
-                    re[t] *= d[t]
-                    im[t] *= d[t]
-            if lam.size:
+                if moments.size:
+                    _tile_moments(re, im, lre, lim, tile_bits, generators, moments, tile)
                 if lam_undo.shape[0]:
-                    _apply_gates(re, im, tile_bits, lam_undo)
-                _scatter(re, im, lam, tile, rest_bits, high_bits, run_bits, transposed)
+                    _apply_gates(lre, lim, tile_bits, lam_undo)
+                _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
     return total
 
 
