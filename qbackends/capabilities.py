@@ -23,6 +23,20 @@ else:  # pragma: no cover
 
 Precision = Literal["c64", "c128"]
 BYTES_PER_AMPLITUDE: dict[str, int] = {"c64": 8, "c128": 16}
+# PennyLane's differentiation methods (``qml.qnode(diff_method=...)``), which the memory guard and the workloads check against.
+DIFF_METHODS = (
+    "best",
+    "device",
+    "backprop",
+    "adjoint",
+    "parameter-shift",
+    "hadamard",
+    "reversed-hadamard",
+    "direct-hadamard",
+    "reversed-direct-hadamard",
+    "finite-diff",
+    "spsa",
+)
 MIN_NVIDIA_COMPUTE_CAPABILITY = (7, 0)  # cuStateVec supports Volta and newer
 KOKKOS_HARDWARE = {"OpenMP": "cpu", "Serial": "cpu", "Threads": "cpu", "CUDA": "nvidia", "HIP": "amd"}
 

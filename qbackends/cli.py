@@ -303,10 +303,26 @@ def _extra_commands() -> list[Callable[[Any], None]]:
     return [workload_commands.register]
 
 
+WRITING_COMMANDS = ("run", "sweep", "job", "calibrate", "bench")  # their default paths are relative to the working folder
+
+
+def _check_working_folder() -> None:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise QBackendsError(
+            "The current folder no longer exists (it was removed after this shell entered it); "
+            "relative paths such as results/ cannot be made in it.",
+            "cd to an existing folder and run the command again.",
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command in WRITING_COMMANDS:
+            _check_working_folder()
         return int(args.func(args) or 0)
     except QBackendsError as exc:
         print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)

@@ -6,10 +6,12 @@ PennyLane is imported only when a device is built.
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import numbers
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -62,20 +64,60 @@ def wire_count(wires: Any) -> int | None:
         return count
     if isinstance(wires, numbers.Number):
         raise UnsupportedOptionError(f"wires={wires!r} is not a whole number.", fix)
+    if isinstance(wires, Iterator):  # read once, as labels: at most one past the cap
+        wires = list(itertools.islice(wires, MAX_WIRES + 1))
     try:
-        labels = list(wires)
+        count = len(wires)
     except TypeError:
         raise UnsupportedOptionError(f"wires={wires!r} is not a number of wires or a list of labels.", fix) from None
+    if count > MAX_WIRES:  # before anything that reads every label
+        raise UnsupportedOptionError(f"wires names {count} labels; at most {MAX_WIRES}.", fix)
     try:
-        distinct = set(labels)
+        counts = Counter(wires)
     except TypeError:
         raise UnsupportedOptionError(f"wires={wires!r} holds a label that is not hashable.", fix) from None
-    repeated = sorted(repr(w) for w in distinct if labels.count(w) > 1)
+    repeated = sorted(repr(w) for w, n in counts.items() if n > 1)
     if repeated:
         raise UnsupportedOptionError(f"wires={wires!r} repeats {', '.join(repeated)}; wire labels must be distinct.", fix)
-    if len(labels) > MAX_WIRES:
-        raise UnsupportedOptionError(f"wires names {len(labels)} labels; at most {MAX_WIRES}.", fix)
-    return len(labels)
+    return count
+
+
+def check_request(
+    precision: Any,
+    diff_method: Any,
+    ignore_memory: Any = False,
+    fallback: Any = None,
+    decompositions: Any = None,
+    default_decompositions: Any = True,
+) -> None:
+    """The options of ``get_device``/``choose`` other than the string and the wires, checked once at the boundary.
+
+    Raises:
+        UnsupportedOptionError: naming the option, what it takes, and an example.
+    """
+    if not isinstance(precision, str) or precision not in capabilities.BYTES_PER_AMPLITUDE:
+        raise UnsupportedOptionError(
+            f"precision={precision!r} is not a precision qbackends knows; choices: c64, c128.",
+            "pass precision='c64' (half the memory) or precision='c128' (default).",
+        )
+    if diff_method is not None and (not isinstance(diff_method, str) or diff_method not in capabilities.DIFF_METHODS):
+        raise UnsupportedOptionError(
+            f"diff_method={diff_method!r} is not a differentiation method; choices: {', '.join(capabilities.DIFF_METHODS)}, or None.",
+            "pass e.g. diff_method='adjoint' (what the memory guard sizes for).",
+        )
+    for name, value in (("ignore_memory", ignore_memory), ("default_decompositions", default_decompositions)):
+        if not isinstance(value, bool):
+            raise UnsupportedOptionError(f"{name}={value!r} is not True or False.", f"pass {name}=True or {name}=False.")
+    if fallback is not None and (isinstance(fallback, (str, bytes)) or not isinstance(fallback, Sequence)):
+        raise UnsupportedOptionError(
+            f"fallback={fallback!r} is not a list of device strings.",
+            "pass a list, e.g. fallback=['local:pennylane/lightning.qubit'].",
+        )
+    if decompositions is not None and not isinstance(decompositions, Mapping):
+        raise UnsupportedOptionError(
+            f"decompositions={decompositions!r} is not a mapping of operator to rule.",
+            "pass a dict, e.g. decompositions={'MultiRZ': qml.MultiRZ.compute_decomposition}.",
+        )
 
 
 @dataclass(frozen=True)
@@ -86,20 +128,34 @@ class Choice:
     capabilities: capabilities.Capabilities
 
 
-def candidates(
-    spec: str | None, fallback: Sequence[str] | None, wires: int | None, registry: Registry, facts: probe.MachineFacts
-) -> list[Backend]:
-    """The backends to try, in order."""
+def requested_spec(spec: str | None) -> devicestring.DeviceSpec:
+    """The parsed device string of a request: ``spec``, else the environment's (``device_string_from_env``).
+
+    Raises:
+        DeviceStringError, UnknownBackendError: for a bad string; one from the environment names its variable.
+    """
+    return _naming_source(spec, lambda: devicestring.parse(device_string_from_env() if spec is None else spec))
+
+
+def _naming_source(spec: str | None, step: Callable[[], Any]) -> Any:
+    """``step()``; an error it raises about a device string read from the environment names the variable."""
     try:
-        parsed = devicestring.parse(device_string_from_env() if spec is None else spec)
-        if parsed.is_auto:
-            return auto_order(registry, facts, wires)
-        chain = [registry.lookup(parsed)]
+        return step()
     except QBackendsError as exc:
         source = next((name for name in DEVICE_ENV_VARS if os.environ.get(name)), None) if spec is None else None
         if source is None:
             raise
         raise type(exc)(f"{exc.message.rstrip('.')} (the device string came from {source}).", exc.fix) from exc
+
+
+def candidates(
+    spec: str | None, fallback: Sequence[str] | None, wires: int | None, registry: Registry, facts: probe.MachineFacts
+) -> list[Backend]:
+    """The backends to try, in order."""
+    parsed = requested_spec(spec)
+    if parsed.is_auto:
+        return auto_order(registry, facts, wires)
+    chain = [_naming_source(spec, lambda: registry.lookup(parsed))]
     for name in fallback or ():
         backend = registry.lookup(devicestring.parse(name))
         if backend not in chain:
@@ -147,11 +203,7 @@ def choose(
         BackendUnavailableError: when no candidate runs here (each one's reason is listed).
         InsufficientMemoryError: when the request fits on no candidate.
     """
-    if precision not in capabilities.BYTES_PER_AMPLITUDE:
-        raise UnsupportedOptionError(
-            f"precision={precision!r} is not a precision qbackends knows; choices: c64, c128.",
-            "pass precision='c64' (half the memory) or precision='c128' (default).",
-        )
+    check_request(precision, diff_method, ignore_memory, fallback)
     wires = wire_count(wires)
     registry = registry or get_registry()
     facts = facts or facts_for(registry)
@@ -346,7 +398,10 @@ def get_device(
     Raises:
         QBackendsError: a typed subclass saying what is wrong and how to fix it.
     """
+    check_request(precision, diff_method, ignore_memory, fallback, decompositions, default_decompositions)
     registry = get_registry()
+    if isinstance(wires, Iterator):  # a generator of labels is read once, here
+        wires = list(itertools.islice(wires, MAX_WIRES + 1))
     count = wire_count(wires)
     if isinstance(wires, numbers.Integral):
         wires = int(wires)  # NumPy integers work as they do in qml.device

@@ -58,3 +58,17 @@ class JobFailedError(QBackendsError, RuntimeError):
     def __init__(self, message: str, fix: str = "", exit_code: int = 1) -> None:
         super().__init__(message, fix)
         self.exit_code = exit_code
+
+
+class StorageError(QBackendsError, RuntimeError):
+    """A file or folder qbackends must write that cannot be written (disk full, read-only, a file in the way).
+
+    Attributes:
+        path: the file or folder.
+        reason: the system's words for it (``strerror``).
+    """
+
+    def __init__(self, message: str, fix: str = "", path: str = "", reason: str = "") -> None:
+        super().__init__(message, fix)
+        self.path = path
+        self.reason = reason

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import JobFailedError, QBackendsError, WorkloadInputError
-from .storage import atomic_write_json
+from .errors import JobFailedError, QBackendsError, StorageError, WorkloadInputError
+from .storage import atomic_write_json, storage_error
 
 DEVICE = "AMZN_BRAKET_DEVICE_ARN"
 HP_FILE = "AMZN_BRAKET_HP_FILE"
@@ -31,7 +32,7 @@ RESULTS_DIR = "AMZN_BRAKET_JOB_RESULTS_DIR"
 JOB_NAME = "AMZN_BRAKET_JOB_NAME"
 RESULTS_FILE = "results.json"
 _JOB_NAME = re.compile(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,49}")
-_CHANNEL = re.compile(r"[A-Za-z0-9.\-_]{1,64}")
+_CHANNEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-_]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,12 @@ def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str,
             values[key] = _convert(kind, text)
         except ValueError:
             raise WorkloadInputError(
-                f"Hyperparameter {key}={text!r} is not a valid {kind}.", f"give {key} a {kind} value."
+                f"Hyperparameter {key}={text!r} is not {_KIND_WORDS[kind]}.", f"give {key} {_KIND_WORDS[kind]}."
             ) from None
     return config_class(**{**values, **overrides})
+
+
+_KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string"}
 
 
 def _kind(annotation: str) -> str:
@@ -130,7 +134,7 @@ def _convert(kind: str, text: str) -> Any:
         return text.lower() in ("true", "1")
     if kind == "int":
         number = float(text)
-        if not number.is_integer():
+        if not number.is_integer() or abs(number) >= 2**63:
             raise ValueError(text)
         return int(number)
     if kind == "float":
@@ -159,6 +163,29 @@ class JobLayout:
     results_dir: Path
     hp_file: Path
 
+    def held(self) -> list[tuple[Path, str]]:
+        """The folders a run locks: the job's own, and the checkpoint and results folders given outside it."""
+        name = self.root.name
+        folders = [(self.root, f"Job folder {str(self.root)!r}")]
+        for folder, what in ((self.checkpoint_dir, "Checkpoint"), (self.results_dir, "Results")):
+            if not _inside(folder, self.root):
+                folders.append((folder, f"{what} folder {str(folder)!r} of job {name!r}"))
+        return folders
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """A job run, checked and not yet laid out: its command, folders, hyperparameters and input channels."""
+
+    command: list[str]
+    layout: JobLayout
+    hyperparameters: dict[str, str]
+    channels: dict[str, Path]
+
+    @property
+    def name(self) -> str:
+        return self.layout.root.name
+
 
 def prepare_job(
     entry_point: str,
@@ -169,34 +196,45 @@ def prepare_job(
     jobs_dir: str = "jobs",
     checkpoint_dir: str | None = None,
     results_dir: str | None = None,
-) -> tuple[list[str], JobLayout]:
-    """Check every input, lay out the job's folders, and return the command to run.
+) -> JobPlan:
+    """Check every input; nothing is made (``lay_out`` makes the folders, under the job's lock).
 
     Raises:
-        WorkloadInputError: before anything is created, for a missing entry point, a bad
-            hyperparameter file, a missing input path or a bad channel or job name.
+        WorkloadInputError: for a missing entry point, a bad hyperparameter file, a missing or
+            uncopyable input path, or a bad channel or job name.
     """
     command = _entry_command(entry_point)
-    name = job_name or f"qbackends-job-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = job_name or f"qbackends-job-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     if not _JOB_NAME.fullmatch(name):
         raise WorkloadInputError(
             f"Job name {name!r} is not valid: use 1-50 letters, digits and hyphens, starting and ending with a letter or digit.",
             "pass e.g. --job-name qaoa-18-nodes.",
         )
     hps = read_hyperparameters(Path(hyperparameters)) if hyperparameters else {}
+    root = Path(jobs_dir) / name
     channels: dict[str, Path] = {}
     for item in input_data:
         channel, sep, given = item.partition("=")
         if not sep or not _CHANNEL.fullmatch(channel) or not given:
             raise WorkloadInputError(
-                f"--input-data {item!r} is not CHANNEL=PATH (channel: letters, digits, '.', '-', '_').",
+                f"--input-data {item!r} is not CHANNEL=PATH (channel: 1-64 letters, digits, '.', '-', '_', "
+                "starting with a letter or digit).",
                 "pass e.g. --input-data input=data/graph.txt.",
             )
-        if not Path(given).exists():
+        if channel in channels:
+            raise WorkloadInputError(
+                f"--input-data {item!r}: channel {channel!r} is given twice.", "give each input channel once."
+            )
+        source = Path(given)
+        if not source.exists():
             raise WorkloadInputError(f"--input-data {item!r}: {given!r} does not exist.", "pass an existing file or folder.")
-        channels[channel] = Path(given)
-
-    root = Path(jobs_dir) / name
+        if _inside(root, source):
+            raise WorkloadInputError(
+                f"--input-data {item!r}: {given!r} holds the job's own folder {str(root)!r}; it would be copied into itself.",
+                "pass a folder outside --jobs-dir, or a --jobs-dir outside it.",
+            )
+        _check_copyable(item, source)
+        channels[channel] = source
     layout = JobLayout(
         root=root,
         input_dir=root / "input",
@@ -204,19 +242,92 @@ def prepare_job(
         results_dir=Path(results_dir) if results_dir else root / "results",
         hp_file=root / "hyperparameters.json",
     )
-    for folder in (layout.input_dir, layout.checkpoint_dir, layout.results_dir):
-        folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(layout.hp_file, hps)
-    for channel, source in channels.items():
-        target = layout.input_dir / channel
-        if target.exists():
-            shutil.rmtree(target)
-        if source.is_dir():
-            shutil.copytree(source, target)
-        else:
-            target.mkdir()
-            shutil.copy2(source, target / source.name)
-    return command, layout
+    return JobPlan(command, layout, hps, channels)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it, links resolved."""
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
+
+
+def _check_copyable(item: str, source: Path) -> None:
+    """Every entry under an input path is a file or a folder, and its links end (no loop)."""
+    seen: set[tuple[int, int]] = set()
+    pending = [source]
+    while pending:
+        path = pending.pop()
+        try:
+            info = path.stat()
+        except OSError as exc:
+            raise WorkloadInputError(
+                f"--input-data {item!r}: {str(path)!r} cannot be read: {exc.strerror or exc}.",
+                "remove or fix that entry (a link that loops or points nowhere), or pass another path.",
+            ) from None
+        if stat.S_ISDIR(info.st_mode):
+            if (info.st_dev, info.st_ino) in seen:
+                raise WorkloadInputError(
+                    f"--input-data {item!r}: {str(path)!r} links back to a folder above it; the copy would never end.",
+                    "remove that link, or pass another path.",
+                )
+            seen.add((info.st_dev, info.st_ino))
+            try:
+                pending.extend(path.iterdir())
+            except OSError as exc:
+                raise WorkloadInputError(
+                    f"--input-data {item!r}: folder {str(path)!r} cannot be read: {exc.strerror or exc}.",
+                    "make it readable, or pass another path.",
+                ) from None
+        elif not stat.S_ISREG(info.st_mode):
+            raise WorkloadInputError(
+                f"--input-data {item!r}: {str(path)!r} is not a file or a folder (a pipe, socket or device); it cannot be copied.",
+                "pass only files and folders as input data.",
+            )
+
+
+def lay_out(plan: JobPlan) -> None:
+    """Make the job's folders, write its hyperparameters, and copy its input channels (the caller holds the job's lock).
+
+    The input folder is built beside the old one and swapped in whole: a source inside the old copy
+    (``--input-data in=jobs/j/input/in``) is read before anything is removed, and a failed copy
+    leaves the old input as it was.
+
+    Raises:
+        StorageError: a folder cannot be made or a copy fails, naming it.
+    """
+    layout = plan.layout
+    try:
+        for folder in (layout.root, layout.checkpoint_dir, layout.results_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise storage_error(Path(exc.filename or layout.root), exc) from exc
+    atomic_write_json(layout.hp_file, plan.hyperparameters)
+    staging = layout.root / f".input-{os.getpid()}"
+    old = layout.root / f".input-old-{os.getpid()}"
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for channel, source in plan.channels.items():
+            if source.is_dir():
+                shutil.copytree(source, staging / channel)
+            else:
+                (staging / channel).mkdir()
+                shutil.copy2(source, staging / channel / source.name)
+        if layout.input_dir.exists():
+            layout.input_dir.rename(old)
+        staging.rename(layout.input_dir)
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old.exists() and not layout.input_dir.exists():
+            old.rename(layout.input_dir)
+        if isinstance(exc, OSError):
+            raise storage_error(Path(exc.filename or staging), exc) from exc
+        raise StorageError(
+            f"The input data of job {plan.name!r} could not be copied: {' '.join(str(exc).split())[:300]}.",
+            "check the input paths, or free space in --jobs-dir.",
+            path=str(staging),
+        ) from exc
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _entry_command(entry_point: str) -> list[str]:
@@ -258,8 +369,26 @@ def written_since(folder: Path, before: Mapping[str, tuple[int, int]]) -> list[s
     return sorted(path for path, stamp in snapshot(folder).items() if before.get(path) != stamp)
 
 
-def check_exit(code: int, job_name: str) -> None:
-    """Raise ``JobFailedError`` for a job that failed or was ended by a signal."""
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a job ended: its exit code (negative: the signal that ended it), the signal passed on to it
+    from ``qbackends job run``, if one was, and how many of its processes outlived it and were ended."""
+
+    code: int
+    forwarded: int | None = None
+    leftover: int = 0
+
+
+def check_exit(outcome: JobOutcome, job_name: str) -> None:
+    """Raise ``JobFailedError`` for a job that failed, was ended by a signal, or was stopped from outside."""
+    if outcome.forwarded is not None:
+        name = signal.Signals(outcome.forwarded).name
+        raise JobFailedError(
+            f"job {job_name!r} was stopped: qbackends job run received {name} and passed it on to the job's processes.",
+            "run it again to continue; its checkpoints are kept.",
+            exit_code=128 + outcome.forwarded,
+        )
+    code = outcome.code
     if code == 0:
         return
     if code < 0:
@@ -281,10 +410,19 @@ def entry(main: Callable[[], int | None]) -> int:
         return 2
 
 
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACE_SECONDS = 10.0  # after a passed-on signal (and for processes left behind), before SIGKILL
+
+
 def run_job(
     command: Sequence[str], layout: JobLayout, device: str, job_name: str, extra_env: Mapping[str, str] | None = None
-) -> int:
-    """Run the job's command with the Braket environment, streaming its output; its exit code."""
+) -> JobOutcome:
+    """Run the job's command with the Braket environment, streaming its output.
+
+    The job runs in a process group of its own, which ends with it: processes it started and left
+    running are ended when it exits, and SIGINT, SIGTERM or SIGHUP sent to this runner (Ctrl-C,
+    ``docker stop``, Slurm) are passed on to the whole group.
+    """
     env = {
         **os.environ,
         **(extra_env or {}),
@@ -295,4 +433,65 @@ def run_job(
         RESULTS_DIR: str(layout.results_dir.resolve()),
         JOB_NAME: job_name,
     }
-    return subprocess.run(list(command), env=env, check=False).returncode
+    forwarded: list[int] = []
+    process = subprocess.Popen(list(command), env=env, start_new_session=True)
+
+    def pass_on(signum: int, _frame: Any) -> None:
+        if forwarded:  # a second signal: no more grace
+            _signal_group(process.pid, signal.SIGKILL)
+        forwarded.append(signum)
+        _signal_group(process.pid, signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in FORWARDED}
+    try:
+        while True:
+            try:
+                code = process.wait(timeout=GRACE_SECONDS if forwarded else None)
+                break
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return JobOutcome(code, forwarded[0] if forwarded else None, _end_group(process.pid))
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to a process group; False when none of its processes is left."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _end_group(pgid: int) -> int:
+    """End what is left of the job's process group (SIGTERM, then SIGKILL); how many processes were left."""
+    left = _group_members(pgid)
+    if not left:
+        return 0
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_SECONDS
+    while _group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    while _group_members(pgid) and time.monotonic() < deadline + GRACE_SECONDS:
+        time.sleep(0.05)
+    return len(left)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc; where there is no /proc, whether any signal lands."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return [pgid] if _signal_group(pgid, 0) else []
+    members = []
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members

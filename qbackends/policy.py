@@ -120,11 +120,10 @@ def qnn_diff_method(device_string: str) -> str:
 
 
 def _resolve(spec: str | None) -> tuple[str, bool]:
-    from .device import device_string_from_env
-    from .devicestring import parse
+    from .device import requested_spec
 
-    resolved = spec if spec is not None else device_string_from_env()
-    return resolved, parse(resolved).is_auto
+    parsed = requested_spec(spec)
+    return str(parsed), parsed.is_auto
 
 
 def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
@@ -163,7 +162,7 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
             )
             return get_device(resolved, wires=wires, diff_method=diff_method)
         try:
-            device = get_device(FUSED if auto else resolved, wires=wires, diff_method=diff_method)
+            device = get_device(FUSED if auto else spec, wires=wires, diff_method=diff_method)
         except (BackendUnavailableError, InsufficientMemoryError):
             if not auto:
                 raise
@@ -173,7 +172,7 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
                     "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS
                 )
             return device
-    return get_device(resolved, wires=wires, diff_method=diff_method)
+    return get_device(spec, wires=wires, diff_method=diff_method)  # None: get_device names the variable it read
 
 
 def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:

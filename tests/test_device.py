@@ -152,6 +152,73 @@ def test_wires_are_validated_at_the_boundary(wires, message):
         get_device("lightning.qubit", wires=wires)
 
 
+def test_a_generator_of_labels_is_read_once_into_the_device():
+    dev = get_device("lightning.qubit", wires=(w for w in "abc"))
+    assert list(dev.wires) == ["a", "b", "c"]
+
+    @qml.qnode(dev)
+    def circuit():
+        qml.PauliX("b")
+        return qml.expval(qml.Z("b"))
+
+    assert circuit() == -1.0
+
+
+class _CountedLabel:
+    """A wire label that counts how often it is compared."""
+
+    comparisons = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __hash__(self) -> int:
+        return self.n
+
+    def __eq__(self, other: object) -> bool:
+        _CountedLabel.comparisons += 1
+        return isinstance(other, _CountedLabel) and other.n == self.n
+
+
+def test_labels_are_counted_before_they_are_compared():
+    _CountedLabel.comparisons = 0
+    with pytest.raises(UnsupportedOptionError, match=re.escape("wires names 40000 labels; at most 512.")):
+        get_device("lightning.qubit", wires=[_CountedLabel(n) for n in range(40000)])
+    assert _CountedLabel.comparisons == 0  # pairwise comparisons took 15-37 s for this refusal
+    with pytest.raises(UnsupportedOptionError, match=re.escape("repeats")):
+        get_device("lightning.qubit", wires=[_CountedLabel(n % 500) for n in range(501)])
+    assert _CountedLabel.comparisons < 10  # hashed once each, not compared pairwise
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"precision": ["c64"]}, "precision=['c64'] is not a precision qbackends knows; choices: c64, c128."),
+        ({"fallback": "lightning.qubit"}, "fallback='lightning.qubit' is not a list of device strings."),
+        ({"ignore_memory": "no"}, "ignore_memory='no' is not True or False."),
+        ({"diff_method": 123}, "diff_method=123 is not a differentiation method; choices: best, device, backprop, adjoint,"),
+        ({"diff_method": ""}, "diff_method='' is not a differentiation method"),
+    ],
+)
+def test_options_of_the_wrong_type_are_named(option, message):
+    with pytest.raises(UnsupportedOptionError, match=re.escape(message)):
+        get_device("lightning.qubit", wires=2, **option)
+    with pytest.raises(UnsupportedOptionError, match=re.escape(message)):
+        qbackends.choose("lightning.qubit", 2, **option)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"decompositions": ["MultiRZ"]}, "decompositions=['MultiRZ'] is not a mapping of operator to rule."),
+        ({"default_decompositions": 0}, "default_decompositions=0 is not True or False."),
+    ],
+)
+def test_rule_options_of_the_wrong_type_are_named(option, message):
+    with pytest.raises(UnsupportedOptionError, match=re.escape(message)):
+        get_device("lightning.qubit", wires=2, **option)
+
+
 def test_numpy_integers_are_wire_counts():
     assert len(get_device("lightning.qubit", wires=np.int64(4)).wires) == 4
     assert get_device("auto", wires=np.int32(3)).name == "lightning.qubit"

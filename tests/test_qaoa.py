@@ -119,7 +119,7 @@ def test_hyperparameters_are_braket_strings():
     assert (config.nodes, config.stepsize, config.optimizer, config.graph_file) == (10, 0.05, "gd", "g.txt")
     with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
         config_from_hyperparameters(qaoa.Config, {"p": "2"})
-    with pytest.raises(WorkloadInputError, match="layers='two' is not a valid int"):
+    with pytest.raises(WorkloadInputError, match="layers='two' is not a whole number. Fix: give layers a whole number."):
         config_from_hyperparameters(qaoa.Config, {"layers": "two"})
 
 
@@ -338,3 +338,68 @@ def test_a_results_folder_that_cannot_be_written_is_a_typed_error(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2
     assert out.stderr.startswith(f"qbackends: error: Results folder {str(blocker / 'results')!r} cannot be written: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "-3", "--edges", "3"], "nodes=-3 is out of range: it must be from 2 to 40. Fix: pass --nodes from 2 to 40."),
+        (["--nodes", "1", "--edges", "0"], "nodes=1 is out of range: it must be from 2 to 40. Fix: pass --nodes from 2 to 40."),
+        (["--nodes", "4", "--edges", "0"], "edges=0 is out of range: it must be at least 1. Fix: pass --edges at least 1."),
+        (["--seed", "-1"], "seed=-1 is out of range: it must be from 0 to 4294967295. Fix: pass --seed from 0 to 4294967295."),
+        (["--stepsize", "inf"], "stepsize=inf is not a finite number of at least 0. Fix: pass e.g. --stepsize 0.1."),
+        (
+            ["--diff-method", "bogus"],
+            "diff_method 'bogus' is unknown; choices: best, device, backprop, adjoint, parameter-shift, hadamard, "
+            "reversed-hadamard, direct-hadamard, reversed-direct-hadamard, finite-diff, spsa. Fix: pass --diff-method adjoint.",
+        ),
+    ],
+)
+def test_cli_numbers_and_choices_are_checked_before_anything_runs(tmp_path, args, message):
+    out = subprocess.run(_cli(*args, "--results-dir", str(tmp_path)), capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr == f"qbackends: error: {message}\n"
+    assert not (tmp_path / "qaoa-results.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("hyperparameters", "message"),
+    [
+        ({"nodes": 1e300}, "Hyperparameter nodes='1e+300' is not a whole number. Fix: give nodes a whole number."),
+        ({"nodes": None}, "nodes=None is not a whole number. Fix: pass --nodes as a whole number."),
+        ({"seed": -5}, "seed=-5 is out of range: it must be from 0 to 4294967295."),
+    ],
+)
+def test_a_job_validates_its_hyperparameters_like_the_cli(tmp_path, hyperparameters, message):
+    (tmp_path / "hp.json").write_text(json.dumps(hyperparameters))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMZN_BRAKET")}
+    env |= {"AMZN_BRAKET_HP_FILE": str(tmp_path / "hp.json"), "AMZN_BRAKET_DEVICE_ARN": "local:pennylane/lightning.qubit"}
+    out = subprocess.run([sys.executable, "-m", "qbackends.workloads.qaoa"], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"qbackends: error: {message}")
+
+
+def test_a_bad_device_variable_is_named_under_run_qaoa(tmp_path):
+    env = {**os.environ, "QBACKENDS_DEVICE": "local:pennylane/nosuch"}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qbackends.cli",
+            "run",
+            "qaoa",
+            "--nodes",
+            "4",
+            "--edges",
+            "3",
+            "--quiet",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert out.returncode == 2
+    assert out.stderr.startswith("qbackends: error: Unknown simulator 'nosuch' in 'local:pennylane/nosuch'; registered: ")
+    assert "(the device string came from QBACKENDS_DEVICE). Fix: " in out.stderr

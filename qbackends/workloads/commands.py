@@ -127,15 +127,22 @@ def _check_workers(workers: int) -> None:
         )
 
 
-def _results_folder(results_dir: str) -> Any:
-    """This run's hold on its results folder (rank 0 only: the other ranks write nothing there)."""
+def _checkpoint_dir(args: argparse.Namespace) -> str:
+    return args.checkpoint_dir or str(Path(args.results_dir) / "checkpoints")
+
+
+def _run_folders(results_dir: str, checkpoint_dir: str | None = None) -> Any:
+    """This run's hold on its results and checkpoint folders (rank 0 only: the other ranks write nothing there)."""
     import contextlib
 
-    from ..storage import exclusive
+    from ..storage import exclusive_folders
 
     if not _is_rank_zero():
         return contextlib.nullcontext()
-    return exclusive(Path(results_dir) / ".qbackends.lock", f"Results folder {results_dir!r}")
+    folders = [(Path(results_dir), f"Results folder {results_dir!r}")]
+    if checkpoint_dir is not None:
+        folders.append((Path(checkpoint_dir), f"Checkpoint folder {checkpoint_dir!r}"))
+    return exclusive_folders(folders)
 
 
 def _is_rank_zero() -> bool:
@@ -145,7 +152,7 @@ def _is_rank_zero() -> bool:
 
 
 def cmd_run_qnn(args: argparse.Namespace) -> int:
-    with _results_folder(args.results_dir):
+    with _run_folders(args.results_dir, _checkpoint_dir(args)):
         return _run_qnn(args)
 
 
@@ -155,8 +162,7 @@ def _run_qnn(args: argparse.Namespace) -> int:
     _check_workers(args.workers)
     config = _qnn_config(args, args.nwires)
     config.validate()
-    checkpoint_dir = args.checkpoint_dir or str(Path(args.results_dir) / "checkpoints")
-    result = qnn.launch(config, args.device, args.workers, args.results_dir, checkpoint_dir, args.resume, args.quiet)
+    result = qnn.launch(config, args.device, args.workers, args.results_dir, _checkpoint_dir(args), args.resume, args.quiet)
     if not _is_rank_zero():
         return 0
     phases = ", ".join(f"{k} {v:.2f}s" for k, v in result["phase_seconds"].items())
@@ -169,7 +175,7 @@ def _run_qnn(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_qnn(args: argparse.Namespace) -> int:
-    with _results_folder(args.results_dir):
+    with _run_folders(args.results_dir):
         return _sweep_qnn(args)
 
 
@@ -233,7 +239,7 @@ def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def cmd_run_qaoa(args: argparse.Namespace) -> int:
-    with _results_folder(args.results_dir):
+    with _run_folders(args.results_dir, _checkpoint_dir(args)):
         return _run_qaoa(args)
 
 
@@ -246,7 +252,7 @@ def _run_qaoa(args: argparse.Namespace) -> int:
     config = qaoa.Config(**{k: v for k, v in vars(args).items() if k in names})
     config.validate()
     results_dir = Path(args.results_dir)
-    checkpoint_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else results_dir / "checkpoints"
+    checkpoint_dir = Path(_checkpoint_dir(args))
     bar = tqdm(total=config.iterations, desc="qaoa", unit="it", disable=args.quiet)
 
     def show(iteration: int, cost: float) -> None:
@@ -282,10 +288,13 @@ def _run_qaoa(args: argparse.Namespace) -> int:
 
 
 def cmd_job_run(args: argparse.Namespace) -> int:
-    from ..hybridjob import check_exit, prepare_job, resolve_device, run_job, snapshot, written_since
+    import sys
+
+    from ..hybridjob import check_exit, lay_out, prepare_job, resolve_device, run_job, snapshot, written_since
+    from ..storage import exclusive_folders
 
     device = resolve_device(args.device)  # before anything is made: a typo ends here
-    command, layout = prepare_job(
+    plan = prepare_job(
         args.entry_point,
         job_name=args.job_name,
         hyperparameters=args.hyperparameters,
@@ -294,10 +303,18 @@ def cmd_job_run(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir,
         results_dir=args.results_dir,
     )
-    before = snapshot(layout.results_dir)
-    code = run_job(command, layout, device, layout.root.name)
-    produced = written_since(layout.results_dir, before)
-    summary = {"job": layout.root.name, "device": device, "exit_code": code, "results_dir": str(layout.results_dir)}
-    print(json.dumps({**summary, "results": produced}))
-    check_exit(code, layout.root.name)
+    layout = plan.layout
+    with exclusive_folders(layout.held()):  # a second run of this job waits for none: it is refused, naming this one
+        lay_out(plan)
+        before = snapshot(layout.results_dir)
+        outcome = run_job(plan.command, layout, device, plan.name)
+        produced = written_since(layout.results_dir, before)
+    summary = {"job": plan.name, "device": device, "exit_code": outcome.code, "results_dir": str(layout.results_dir)}
+    print(json.dumps({**summary, "results": produced}), flush=True)
+    if outcome.leftover:
+        print(
+            f"qbackends: job {plan.name!r} left {outcome.leftover} process(es) running when it exited; they were ended with it.",
+            file=sys.stderr,
+        )
+    check_exit(outcome, plan.name)
     return 0
