@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import WorkloadInputError
 
@@ -34,26 +35,104 @@ class Row:
     chose: str | None = None  # for an ``auto`` row: the backend it took, and its ratio to the fastest backend
 
 
-def read_results(path: str | Path) -> list[dict[str, Any]]:
-    """The benchmarks of a ``pytest --benchmark-json`` file."""
+RESULTS_FIX = "pass the file written by pytest --benchmark-json=FILE."
+PRICES_FIX = 'pass a TOML file of [prices."BACKEND"] tables.'
+
+
+def _read_text(path: str | Path, what: str, fix: str) -> str:
+    """The file's UTF-8 text, or a typed error naming it."""
     try:
-        data = json.loads(Path(path).read_text())
+        return Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
+        raise WorkloadInputError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}.", fix) from exc
+    except UnicodeDecodeError as exc:
         raise WorkloadInputError(
-            f"Benchmark results {str(path)!r} cannot be read: {exc.strerror or exc}.",
-            "pass the file written by pytest --benchmark-json=FILE.",
+            f"{what} {str(path)!r} cannot be decoded as UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}).",
+            fix,
         ) from exc
+
+
+def _positive(value: Any) -> TypeGuard[float]:
+    """A positive, finite number (not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """The benchmarks of a ``pytest --benchmark-json`` file, each checked (``check_benchmark``).
+
+    Raises:
+        WorkloadInputError: the file cannot be read, is not such a file, or an entry is malformed.
+    """
+    text = _read_text(path, "Benchmark results", RESULTS_FIX)
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise WorkloadInputError(
-            f"Benchmark results {str(path)!r} are not JSON: {exc.msg} at line {exc.lineno}.",
-            "pass the file written by pytest --benchmark-json=FILE.",
+            f"Benchmark results {str(path)!r} are not JSON: {exc.msg} at line {exc.lineno}.", RESULTS_FIX
+        ) from exc
+    except RecursionError as exc:
+        raise WorkloadInputError(
+            f"Benchmark results {str(path)!r} are nested too deeply to be a pytest-benchmark results file.", RESULTS_FIX
         ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise WorkloadInputError(
-            f"{str(path)!r} is not a pytest-benchmark results file (no 'benchmarks' list).",
-            "pass the file written by pytest --benchmark-json=FILE.",
-        )
+        raise WorkloadInputError(f"{str(path)!r} is not a pytest-benchmark results file (no 'benchmarks' list).", RESULTS_FIX)
+    for index, bench in enumerate(data["benchmarks"]):
+        check_benchmark(bench, index, path)
     return data["benchmarks"]
+
+
+def check_benchmark(bench: Any, index: int, path: str | Path) -> None:
+    """Refuse an entry ``rows`` cannot read: not an object, a name or group that is no string, params or
+    extra_info that are no objects, or a median (``stats``, or ``extra_info["medians"]``) that is not
+    a positive, finite number of seconds. The error names the file, the entry's index and its name."""
+    if not isinstance(bench, dict):
+        raise WorkloadInputError(
+            f"Benchmark results {str(path)!r}: entry {index} must be an object, not {_kind(bench)}.",
+            "remove that entry, or pass the file written by pytest --benchmark-json=FILE.",
+        )
+    name = bench.get("name")
+    where = f"Benchmark results {str(path)!r}: entry {index}" + (f" ({_shown(name)})" if isinstance(name, str) else "")
+    fix = "rerun that benchmark with pytest --benchmark-json=FILE, or remove the entry."
+    for key, kinds, wanted in (("name", str, "a string"), ("group", str, "a string"), ("params", dict, "an object")):
+        if bench.get(key) is not None and not isinstance(bench[key], kinds):
+            raise WorkloadInputError(f"{where}: {key} must be {wanted}, not {_kind(bench[key])}.", fix)
+    stats = bench.get("stats")
+    if not isinstance(stats, dict) or "median" not in stats:
+        raise WorkloadInputError(f"{where} has no stats.median.", fix)
+    if not _positive(stats["median"]):
+        raise WorkloadInputError(
+            f"{where} has median {_shown(stats['median'])}; a median must be a positive, finite number of seconds.", fix
+        )
+    extra = bench.get("extra_info") or {}
+    if not isinstance(extra, dict):
+        raise WorkloadInputError(f"{where}: extra_info must be an object, not {_kind(extra)}.", fix)
+    for key in ("medians", "bytes_moved", "chosen"):
+        if extra.get(key) is not None and not isinstance(extra[key], dict):
+            raise WorkloadInputError(f"{where}: extra_info.{key} must be an object, not {_kind(extra[key])}.", fix)
+    for label, seconds in _flat(extra.get("medians") or {}):
+        if not _positive(seconds):
+            raise WorkloadInputError(
+                f"{where} has extra_info.medians[{label}] = {_shown(seconds)}; a median must be a positive, finite number of seconds.",
+                fix,
+            )
+
+
+def _flat(nested: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(label, value) of a backend -> value mapping, or of a kind -> backend -> value one."""
+    if nested and all(isinstance(v, dict) for v in nested.values()):
+        return [(f"{kind!r}][{name!r}", v) for kind, inner in nested.items() for name, v in inner.items()]
+    return [(repr(name), v) for name, v in nested.items()]
+
+
+def _kind(value: Any) -> str:
+    """``value`` as an error shows it: an object, a list, null, or the value itself, cut short."""
+    kinds = {dict: "an object", list: "a list", type(None): "null"}
+    return kinds.get(type(value)) or _shown(value)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def read_prices(path: str | Path) -> dict[str, float]:
@@ -61,26 +140,32 @@ def read_prices(path: str | Path) -> dict[str, float]:
 
     [prices."local:pennylane/lightning.qubit"]
     per_minute = 0.00768
+
+    Raises:
+        WorkloadInputError: the file cannot be read, is not TOML, or a price is not one non-negative finite number.
     """
+    text = _read_text(path, "Price file", PRICES_FIX)
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise WorkloadInputError(
-            f"Price file {str(path)!r} cannot be read: {exc.strerror or exc}.", 'pass a TOML file of [prices."BACKEND"] tables.'
-        ) from exc
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise WorkloadInputError(
-            f"Price file {str(path)!r} is not TOML: {exc}.", 'pass a TOML file of [prices."BACKEND"] tables.'
-        ) from exc
+        raise WorkloadInputError(f"Price file {str(path)!r} is not TOML: {exc}.", PRICES_FIX) from exc
+    except RecursionError as exc:
+        raise WorkloadInputError(f"Price file {str(path)!r} is nested too deeply to be a price file.", PRICES_FIX) from exc
+    table = data.get("prices", {})
+    if not isinstance(table, dict):
+        raise WorkloadInputError(f"Price file {str(path)!r}: prices must be a table, not {_kind(table)}.", PRICES_FIX)
     prices: dict[str, float] = {}
-    for backend, entry in data.get("prices", {}).items():
+    for backend, entry in table.items():
         units = [u for u in UNITS if u in entry] if isinstance(entry, dict) else []
-        if len(units) != 1 or not isinstance(entry[units[0]], (int, float)) or entry[units[0]] < 0:
+        value = entry[units[0]] if len(units) == 1 else None
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            found = ", ".join(f"{k} = {_shown(v)}" for k, v in entry.items()) if isinstance(entry, dict) else _kind(entry)
             raise WorkloadInputError(
-                f"Price of {backend!r} in {str(path)!r} must be exactly one of {', '.join(UNITS)} with a non-negative number.",
+                f"Price of {backend!r} in {str(path)!r} ({found or 'an empty table'}) must be exactly one of "
+                f"{', '.join(UNITS)} with a non-negative, finite number.",
                 f'write e.g. [prices."{backend}"] then per_minute = 0.00768.',
             )
-        prices[backend] = float(entry[units[0]]) / UNITS[units[0]]
+        prices[backend] = float(value) / UNITS[units[0]]
     if not prices:
         raise WorkloadInputError(
             f'Price file {str(path)!r} has no [prices."BACKEND"] tables.',
@@ -105,7 +190,7 @@ def _backend_of(params: dict[str, Any]) -> str | None:
 
 def _size_of(params: dict[str, Any]) -> int | None:
     for key in SIZE_KEYS:
-        if isinstance(params.get(key), int):
+        if isinstance(params.get(key), int) and not isinstance(params[key], bool):
             return params[key]
     return None
 
@@ -124,22 +209,21 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
     for bench in benchmarks:
         params = bench.get("params") or {}
         backend, size = _backend_of(params), _size_of(params)
-        group = bench.get("group") or re.sub(r"\[.*\]$", "", bench.get("name", ""))
+        group = bench.get("group") or re.sub(r"\[.*\]$", "", bench.get("name") or "")
         extra = bench.get("extra_info") or {}
         medians = extra.get("medians")
         if isinstance(medians, dict) and size is not None:  # interleaved: one benchmark, many backends
             moved = extra.get("bytes_moved") or {}
-            copy = extra.get("copy_bytes_per_second")
-            copy = float(copy) if isinstance(copy, (int, float)) and copy > 0 else None
+            bandwidth = extra.get("copy_bytes_per_second")
+            copy = float(bandwidth) if _positive(bandwidth) else None
             chosen = extra.get("chosen") or {}
             for kind, by_name, bytes_by_name in _by_kind(group, medians, moved):
                 took.update({(kind, size, str(name)): str(b) for name, b in chosen.items() if name in by_name})
-                for name, seconds in by_name.items():
-                    if isinstance(seconds, (int, float)) and seconds > 0:
-                        cells[(kind, size)][str(name)] = float(seconds)
-                        nbytes = bytes_by_name.get(name)
-                        if isinstance(nbytes, (int, float)) and nbytes > 0:
-                            roofline[(kind, size, str(name))] = (nbytes / seconds, copy)
+                for name, seconds in by_name.items():  # read_results checked that each is a positive number
+                    cells[(kind, size)][str(name)] = float(seconds)
+                    nbytes = bytes_by_name.get(name)
+                    if _positive(nbytes):
+                        roofline[(kind, size, str(name))] = (nbytes / seconds, copy)
             continue
         if backend is None or size is None:
             continue
@@ -154,8 +238,8 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
             price = _price_for(backend, prices or {})
             rate, copy = roofline.get((group, size, backend), (None, None))
             chose = took.get((group, size, backend))
-            if chose is not None and chose in medians:  # against the fastest backend, auto rows aside
-                others = [m for b, m in medians.items() if (group, size, b) not in took]
+            others = [m for b, m in medians.items() if (group, size, b) not in took]
+            if chose is not None and chose in medians and others:  # against the fastest backend, auto rows aside
                 chose = f"{chose}, x{medians[chose] / min(others):.2f} of the fastest backend"
             out.append(
                 Row(
@@ -177,8 +261,12 @@ def _by_kind(group: str, medians: dict[str, Any], moved: dict[str, Any]) -> list
     """[(group, backend -> seconds, backend -> bytes)]: one entry, or one per kind when the medians
     (and bytes) are nested by kind."""
     if all(isinstance(v, dict) for v in medians.values()):
-        return [(f"{group}: {kind}", by_name, moved.get(kind) or {}) for kind, by_name in medians.items()]
+        return [(f"{group}: {kind}", by_name, _object(moved.get(kind))) for kind, by_name in medians.items()]
     return [(group, medians, moved)]
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def format_table(table: list[Row]) -> str:
@@ -208,9 +296,20 @@ def format_table(table: list[Row]) -> str:
 
 
 def plot(table: list[Row], path: str | Path) -> Path:
-    """Time against size, log scale, one line per backend (per group)."""
+    """Time against size, log scale, one line per backend (per group).
+
+    Raises:
+        WorkloadInputError: matplotlib is missing, or ``path`` cannot be written (a folder, no permission).
+    """
     from .plotting import figure, save_png
 
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise WorkloadInputError(
+            f"--plot {str(path)!r} needs matplotlib, which is not installed.",
+            "pip install 'qbackends[plot]', or leave out --plot.",
+        ) from exc
     fig, ax = figure(7, 4.5)
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     multi = len({r.group for r in table}) > 1
@@ -224,4 +323,10 @@ def plot(table: list[Row], path: str | Path) -> Path:
     ax.set_ylabel("median seconds per iteration")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    return save_png(fig, path)
+    try:
+        return save_png(fig, path)
+    except OSError as exc:
+        raise WorkloadInputError(
+            f"The plot cannot be written to {str(path)!r}: {exc.strerror or exc}.",
+            "pass --plot FILE.png naming a file (not a folder) in a writable place.",
+        ) from exc

@@ -27,6 +27,11 @@ log = logging.getLogger("qbackends")
 PROFILE_ENV = "QBACKENDS_PROFILE"
 DEFAULT_SIZES = (12, 16, 20)
 SCHEMA = 1
+# Qubits beyond a backend's measured sizes that ``fastest`` still trusts its extended time: half the
+# spacing of the default sizes (a default qaoa profile, 12/16/20, decides from 10 to 22 qubits).
+REACH = 2
+# The smallest size each kind's step times what it says; qnn's layer runs on one qubit.
+MIN_WIRES = {"qaoa": (4, "its graph, gnm_random_graph(n, 1.5n), has room for 1.5n edges only from n = 4")}
 
 
 def profile_path(kind: str = "qaoa") -> Path:
@@ -148,8 +153,20 @@ def load_profile(facts: MachineFacts, path: Path | None = None, kind: str = "qao
 
 
 def fastest(profile: Profile, candidates: Iterable[Backend], wires: int) -> Backend | None:
-    """The candidate with the smallest predicted time at ``wires`` (None if none was measured)."""
-    timed = [(t, b) for b in candidates if (t := profile.predict(b.key, wires)) is not None]
+    """The candidate with the smallest predicted time at ``wires``, when the profile timed every
+    candidate near that size; else None, and the documented defaults decide.
+
+    Near: from ``REACH`` qubits below the smallest size measured for that backend to ``REACH`` above
+    the largest. A backend the profile did not time there may be faster than every one it did, and a
+    time extended far from its measurements is a guess (one at 3 qubits says nothing about 14).
+    """
+    timed = []
+    for backend in candidates:
+        sizes = profile.seconds.get(backend.key, {})
+        seconds = profile.predict(backend.key, wires)
+        if seconds is None or not min(sizes) - REACH <= wires <= max(sizes) + REACH:
+            return None
+        timed.append((seconds, backend))
     return min(timed, key=lambda tb: tb[0])[1] if timed else None
 
 

@@ -173,6 +173,7 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from . import calibration, policy
+    from .errors import WorkloadInputError
 
     kind = policy.KINDS[args.workload]
     backends = policy.calibration_candidates(args.workload)
@@ -183,6 +184,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     default_sizes = ",".join(map(str, kind.sizes))
     sizes = int_list(args.sizes or default_sizes, "--sizes", default_sizes)
+    least, why = calibration.MIN_WIRES.get(args.workload, (1, ""))
+    if min(sizes) < least:
+        raise WorkloadInputError(
+            f"--sizes {args.sizes}: {min(sizes)} is below the {least} qubits the {args.workload} step needs: {why}.",
+            f"pass sizes of {least} or more, e.g. --sizes {default_sizes}.",
+        )
+    if args.repeats < 1:
+        raise WorkloadInputError(
+            f"--repeats {args.repeats} times nothing: the profile keeps the median of the timed repeats.",
+            "pass --repeats 1 or more.",
+        )
     target = Path(args.output) if args.output else calibration.profile_path(args.workload)
     from .storage import exclusive
 

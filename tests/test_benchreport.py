@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from qbackends import benchreport
+from qbackends.cli import main
 from qbackends.errors import WorkloadInputError
 
 SAMPLE = Path(__file__).parent / "data" / "bench-sample.json"
@@ -43,27 +45,125 @@ def test_prices_per_minute_and_short_names(tmp_path):
     assert next(r for r in rows if r.backend == "auto").cost is None
 
 
+PRICES_FIX = ' Fix: pass a TOML file of [prices."BACKEND"] tables.'
+RESULTS_FIX = " Fix: pass the file written by pytest --benchmark-json=FILE."
+PRICE_RULE = "must be exactly one of per_second, per_minute, per_hour with a non-negative, finite number."
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[prices."x"]\nper_minute = 1\nper_hour = 2\n', "must be exactly one of per_second, per_minute, per_hour"),
-        ('[prices."x"]\nper_minute = -1\n', "non-negative number"),
-        ("[other]\na = 1\n", "has no \\[prices"),
-        ("prices = [", "is not TOML"),
+        ('[prices."x"]\nper_minute = 1\nper_hour = 2\n', "Price of 'x' in {p} (per_minute = 1, per_hour = 2) " + PRICE_RULE),
+        ('[prices."x"]\nper_minute = -1\n', "Price of 'x' in {p} (per_minute = -1) " + PRICE_RULE),
+        ('[prices."x"]\nper_minute = nan\n', "Price of 'x' in {p} (per_minute = nan) " + PRICE_RULE),
+        ('[prices."x"]\nper_hour = inf\n', "Price of 'x' in {p} (per_hour = inf) " + PRICE_RULE),
+        ('[prices."x"]\nper_minute = "0.5"\n', "Price of 'x' in {p} (per_minute = '0.5') " + PRICE_RULE),
+        ('[prices."x"]\nper_minute = true\n', "Price of 'x' in {p} (per_minute = True) " + PRICE_RULE),
+        ('[prices."x"]\n', "Price of 'x' in {p} (an empty table) " + PRICE_RULE),
+        ("[prices]\nx = 3\n", "Price of 'x' in {p} (3) " + PRICE_RULE),
     ],
 )
-def test_bad_price_files(tmp_path, text, message):
+def test_a_bad_price_is_refused_naming_the_backend(tmp_path, text, message):
     path = tmp_path / "p.toml"
     path.write_text(text)
-    with pytest.raises(WorkloadInputError, match=message):
+    with pytest.raises(WorkloadInputError) as err:
+        benchreport.read_prices(path)
+    fix = 'Fix: write e.g. [prices."x"] then per_minute = 0.00768.'
+    assert str(err.value) == message.format(p=repr(str(path))) + " " + fix
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"[other]\na = 1\n",
+            'Price file {p} has no [prices."BACKEND"] tables. '
+            'Fix: write e.g. [prices."local:pennylane/lightning.qubit"] then per_minute = 0.00768.',
+        ),
+        (b"prices = 3\n", "Price file {p}: prices must be a table, not 3." + PRICES_FIX),
+        (b"prices = [1]\n", "Price file {p}: prices must be a table, not a list." + PRICES_FIX),
+        (b"\xff\xfe\x00", "Price file {p} cannot be decoded as UTF-8 text (byte 0xff at offset 0)." + PRICES_FIX),
+        (b"a = " + b"[" * 100000 + b"]" * 100000, "Price file {p} is nested too deeply to be a price file." + PRICES_FIX),
+    ],
+)
+def test_a_file_that_is_not_a_price_file_is_refused(tmp_path, content, message):
+    path = tmp_path / "p.toml"
+    path.write_bytes(content)
+    with pytest.raises(WorkloadInputError) as err:
+        benchreport.read_prices(path)
+    assert str(err.value) == message.format(p=repr(str(path)))
+
+
+def test_a_price_file_that_is_not_toml(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text("prices = [")
+    with pytest.raises(WorkloadInputError, match="is not TOML"):
         benchreport.read_prices(path)
 
 
-def test_not_a_benchmark_file(tmp_path):
+def _entry(median, backend="a"):
+    return {"name": f"t[{backend}-12]", "group": "g", "params": {"backend": backend, "nodes": 12}, "stats": {"median": median}}
+
+
+def _interleaved(medians):
+    return {"name": "q[8]", "params": {"nwires": 8}, "stats": {"median": 1.0}, "extra_info": {"medians": medians}}
+
+
+BAD_MEDIAN = "a median must be a positive, finite number of seconds."
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (_entry(float("nan")), "entry 1 ('t[a-12]') has median nan; " + BAD_MEDIAN),
+        (_entry(float("inf")), "entry 1 ('t[a-12]') has median inf; " + BAD_MEDIAN),
+        (_entry(-0.5), "entry 1 ('t[a-12]') has median -0.5; " + BAD_MEDIAN),
+        (_entry(0), "entry 1 ('t[a-12]') has median 0; " + BAD_MEDIAN),
+        (_entry("0.5"), "entry 1 ('t[a-12]') has median '0.5'; " + BAD_MEDIAN),
+        (_entry(True), "entry 1 ('t[a-12]') has median True; " + BAD_MEDIAN),
+        ({"name": "t[a-12]", "params": {"backend": "a", "nodes": 12}}, "entry 1 ('t[a-12]') has no stats.median."),
+        ({"name": "t[a-12]", "stats": {"mean": 0.5}}, "entry 1 ('t[a-12]') has no stats.median."),
+        ({"name": "t", "params": [12], "stats": {"median": 0.5}}, "entry 1 ('t'): params must be an object, not a list."),
+        ({"name": 5, "stats": {"median": 0.5}}, "entry 1: name must be a string, not 5."),
+        ({**_entry(0.5), "extra_info": "x"}, "entry 1 ('t[a-12]'): extra_info must be an object, not 'x'."),
+        (_interleaved({"a": 0.1, "b": float("nan")}), "entry 1 ('q[8]') has extra_info.medians['b'] = nan; " + BAD_MEDIAN),
+        (_interleaved({"energy": {"a": -2}}), "entry 1 ('q[8]') has extra_info.medians['energy']['a'] = -2; " + BAD_MEDIAN),
+        (_interleaved([0.1]), "entry 1 ('q[8]'): extra_info.medians must be an object, not a list."),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_its_index_and_name(tmp_path, entry, problem):
+    """NaN, negative, zero, infinite or non-numeric medians, a missing stats, or parts of the wrong type:
+    the whole file is refused (no ratio of the other rows is then nan, nor a negative time the fastest)."""
     path = tmp_path / "r.json"
-    path.write_text('{"foo": 1}')
-    with pytest.raises(WorkloadInputError, match="is not a pytest-benchmark results file"):
+    path.write_text(json.dumps({"benchmarks": [_entry(0.5, "b"), entry]}))
+    with pytest.raises(WorkloadInputError) as err:
         benchreport.read_results(path)
+    fix = "Fix: rerun that benchmark with pytest --benchmark-json=FILE, or remove the entry."
+    assert str(err.value) == f"Benchmark results {str(path)!r}: {problem} {fix}"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b'{"benchmarks": [1]}',
+            "Benchmark results {p}: entry 0 must be an object, not 1. "
+            "Fix: remove that entry, or pass the file written by pytest --benchmark-json=FILE.",
+        ),
+        (b"\xff\xfe\x00", "Benchmark results {p} cannot be decoded as UTF-8 text (byte 0xff at offset 0)." + RESULTS_FIX),
+        (
+            b'{"benchmarks": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+            "Benchmark results {p} are nested too deeply to be a pytest-benchmark results file." + RESULTS_FIX,
+        ),
+        (b'{"foo": 1}', "{p} is not a pytest-benchmark results file (no 'benchmarks' list)." + RESULTS_FIX),
+    ],
+)
+def test_a_file_that_is_not_a_results_file_is_refused(tmp_path, content, message):
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    with pytest.raises(WorkloadInputError) as err:
+        benchreport.read_results(path)
+    assert str(err.value) == message.format(p=repr(str(path)))
 
 
 def test_cli_prints_table_and_writes_plot(tmp_path):
@@ -167,3 +267,26 @@ def test_an_auto_row_names_the_backend_it_took_and_that_backends_ratio():
     text = benchreport.format_table(list(rows.values()))
     line = "| 20 | auto: QAOA workload (took local:qbackends/fused.qubit, x1.00 of the fastest backend) | 0.065 | 1.00 | - |"
     assert line in text
+
+
+def test_cli_refuses_a_bad_results_file_in_one_line(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"benchmarks": [_entry(float("nan")), _entry(0.5, "b")]}))
+    assert main(["bench", "report", str(path)]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == (
+        f"qbackends: error: Benchmark results {str(path)!r}: entry 0 ('t[a-12]') has median nan; a median must be a "
+        "positive, finite number of seconds. Fix: rerun that benchmark with pytest --benchmark-json=FILE, or remove the entry.\n"
+    )
+
+
+def test_cli_refuses_a_plot_that_names_a_folder(tmp_path, capsys):
+    assert main(["bench", "report", str(SAMPLE), "--plot", str(tmp_path)]) == 2
+    out = capsys.readouterr()
+    assert f"## {GRADIENT}" in out.out  # the table is printed before the plot is drawn
+    assert out.err == (
+        f"qbackends: error: The plot cannot be written to {str(tmp_path)!r}: Is a directory. "
+        "Fix: pass --plot FILE.png naming a file (not a folder) in a writable place.\n"
+    )
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind

@@ -10,6 +10,7 @@ from conftest import recorded_facts
 
 import qbackends
 from qbackends import calibration, get_registry, policy
+from qbackends.cli import main
 
 
 def _profile(facts, seconds):
@@ -29,17 +30,99 @@ def test_auto_follows_a_profile_of_this_machine(tmp_path, monkeypatch):
     facts = recorded_facts("h200")
     path = tmp_path / "profile.json"
     monkeypatch.setenv("QBACKENDS_PROFILE", str(path))
-    seconds = {
+    seconds = {  # every backend generic auto may take on this machine
         "pennylane/lightning.gpu": {16: 0.05, 20: 0.08, 24: 0.3},
-        "pennylane/lightning.kokkos": {16: 0.01, 20: 0.2, 24: 4.0},
-        "pennylane/lightning.qubit": {16: 0.012, 20: 0.25, 24: 5.0},
+        "pennylane/lightning.kokkos": {16: 0.012, 20: 0.2, 24: 4.0},
+        "pennylane/lightning.qubit": {16: 0.01, 20: 0.25, 24: 5.0},
+        "pennylane/default.qubit": {16: 0.5, 20: 8.0, 24: 120.0},
     }
     calibration.save_profile(_profile(facts, seconds))
-    assert qbackends.choose("auto", 16, facts=facts).backend.simulator == "lightning.kokkos"
+    assert qbackends.choose("auto", 16, facts=facts).backend.simulator == "lightning.qubit"
     assert qbackends.choose("auto", 22, facts=facts).backend.simulator == "lightning.gpu"
-    # without the profile, the preference puts the GPU first from 18 wires
+    # without the profile, the preference: lightning.kokkos from 16 wires, the GPU from 18
     path.unlink()
     assert qbackends.choose("auto", 16, facts=facts).backend.simulator == "lightning.kokkos"
+
+
+def test_a_profile_decides_only_where_it_timed_every_candidate(tmp_path, monkeypatch):
+    """On the laptop generic auto may take lightning.qubit or default.qubit. A profile of default.qubit
+    alone never decides (lightning.qubit could be faster); one of both decides up to REACH qubits beyond
+    the sizes it measured, and the preference (lightning.qubit first) beyond that."""
+    facts = recorded_facts("laptop")
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
+    calibration.save_profile(_profile(facts, {"pennylane/default.qubit": {3: 0.001}}))
+    assert [qbackends.choose("auto", n, facts=facts).backend.simulator for n in (3, 14)] == ["lightning.qubit"] * 2
+
+    both = {"pennylane/default.qubit": {3: 0.001, 4: 0.002}, "pennylane/lightning.qubit": {3: 0.004, 4: 0.008}}
+    calibration.save_profile(_profile(facts, both))
+    picks = [qbackends.choose("auto", n, facts=facts).backend.simulator for n in (1, 3, 6, 7, 14)]
+    assert picks == ["default.qubit", "default.qubit", "default.qubit", "lightning.qubit", "lightning.qubit"]
+    assert calibration.REACH == 2
+
+
+def test_a_calibration_of_one_backend_does_not_steer_the_qaoa_workload(tmp_path, monkeypatch, capsys):
+    """`qbackends calibrate --backends local:pennylane/default.qubit --sizes 4` used to send a 14-node
+    `run qaoa` to default.qubit (50x slower than fused.qubit): the profile timed none of the others."""
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
+    args = ["calibrate", "--backends", "local:pennylane/default.qubit", "--sizes", "4", "--repeats", "1"]
+    assert main(args) == 0
+    assert capsys.readouterr().out.endswith(f"profile: {tmp_path / 'profile.json'}\n")
+    facts = qbackends.device.facts_for(get_registry())
+    measured = calibration.load_profile(facts)
+    assert measured is not None and set(measured.seconds) == {"pennylane/default.qubit"}
+    assert policy.profile_choice("qaoa", 14) is None and policy.profile_choice("qaoa", 4) is None
+    assert qbackends.choose("auto", 14).backend.simulator != "default.qubit"
+
+    # a profile of every candidate (measured default.qubit's time, the others slower) decides near its size
+    candidates = [b.key for b in policy.calibration_candidates("qaoa")]
+    slower = {key: {4: 10 * measured.seconds["pennylane/default.qubit"][4]} for key in candidates}
+    calibration.save_profile(calibration.Profile(calibration.fingerprint(facts), {**slower, **measured.seconds}))
+    assert policy.profile_choice("qaoa", 4) == "local:pennylane/default.qubit"
+    assert policy.profile_choice("qaoa", 6) == "local:pennylane/default.qubit"
+    assert policy.profile_choice("qaoa", 14) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--sizes", "1"],
+            "--sizes 1: 1 is below the 4 qubits the qaoa step needs: its graph, gnm_random_graph(n, 1.5n), has room for "
+            "1.5n edges only from n = 4. Fix: pass sizes of 4 or more, e.g. --sizes 12,16,20.",
+        ),
+        (
+            ["--sizes", "12,3"],
+            "--sizes 12,3: 3 is below the 4 qubits the qaoa step needs: its graph, gnm_random_graph(n, 1.5n), has room for "
+            "1.5n edges only from n = 4. Fix: pass sizes of 4 or more, e.g. --sizes 12,16,20.",
+        ),
+        (
+            ["--workload", "qnn", "--sizes", "0"],
+            "--sizes '0' is not a comma-separated list of positive integers. Fix: pass e.g. --sizes 4,8,12,16.",
+        ),
+        (
+            ["--repeats", "0"],
+            "--repeats 0 times nothing: the profile keeps the median of the timed repeats. Fix: pass --repeats 1 or more.",
+        ),
+        (
+            ["--sizes", "4", "--repeats", "-2"],
+            "--repeats -2 times nothing: the profile keeps the median of the timed repeats. Fix: pass --repeats 1 or more.",
+        ),
+    ],
+)
+def test_calibrate_refuses_sizes_and_repeats_it_cannot_time(tmp_path, capsys, args, message):
+    output = tmp_path / "profile.json"
+    assert main(["calibrate", "--backends", "local:pennylane/default.qubit", "--output", str(output), *args]) == 2
+    assert capsys.readouterr().err == f"qbackends: error: {message}\n"
+    assert not output.exists()
+
+
+def test_calibrate_times_the_qnn_layer_on_one_qubit(tmp_path, capsys):
+    """The QNN's step runs from one qubit, so qnn's sizes start there."""
+    output = tmp_path / "profile-qnn.json"
+    args = ["--workload", "qnn", "--backends", "local:pennylane/default.qubit", "--sizes", "1", "--repeats", "1"]
+    assert main(["calibrate", *args, "--output", str(output)]) == 0
+    assert capsys.readouterr().err == ""
+    assert set(json.loads(output.read_text())["seconds"]) == {"pennylane/default.qubit"}
 
 
 def test_stale_profile_is_ignored_with_a_warning(tmp_path, monkeypatch, caplog):
@@ -105,7 +188,8 @@ def test_each_workload_follows_the_profile_of_its_kind(tmp_path, monkeypatch, ca
     assert measured.seconds["qbackends/batched.qubit"][3] < measured.seconds["pennylane/default.qubit"][3]
     assert calibration.save_profile(measured, calibration.profile_path("qnn")) == tmp_path / "profile-qnn.json"
 
-    slow_batched = {"pennylane/default.qubit": {4: 0.01}, "qbackends/batched.qubit": {4: 0.02}}
+    slower = {b.key: {4: 0.05} for b in policy.calibration_candidates("qnn")}  # a profile decides where it timed all
+    slow_batched = {**slower, "pennylane/default.qubit": {4: 0.01}, "qbackends/batched.qubit": {4: 0.02}}
     calibration.save_profile(
         calibration.Profile(calibration.fingerprint(facts), slow_batched, kind="qnn"), calibration.profile_path("qnn")
     )
