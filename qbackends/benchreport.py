@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from .errors import WorkloadInputError
+from .errors import StorageError, WorkloadInputError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -325,8 +325,8 @@ def plot(table: list[Row], path: str | Path) -> Path:
     ax.legend(fontsize=7)
     try:
         return save_png(fig, path)
-    except OSError as exc:
+    except StorageError as exc:
         raise WorkloadInputError(
-            f"The plot cannot be written to {str(path)!r}: {exc.strerror or exc}.",
+            f"The plot cannot be written to {str(path)!r}: {exc.reason}.",
             "pass --plot FILE.png naming a file (not a folder) in a writable place.",
         ) from exc

@@ -210,14 +210,14 @@ def calibrate(
 
 def save_profile(profile: Profile, path: Path | None = None) -> Path:
     """Write the profile; a place that cannot be written is a typed error naming it."""
-    from .errors import WorkloadInputError
+    from .errors import StorageError, WorkloadInputError
 
-    target = path or profile_path()
+    target = path or profile_path(profile.kind)
     try:
         return atomic_write_json(target, profile.to_json())
-    except OSError as exc:
+    except StorageError as exc:
         raise WorkloadInputError(
-            f"The calibration profile cannot be written to {str(target)!r}: {exc.strerror or exc}.",
+            f"The calibration profile cannot be written to {str(target)!r}: {exc.reason}.",
             "pass --output PATH (or set QBACKENDS_PROFILE) to a writable place.",
         ) from exc
 

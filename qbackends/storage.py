@@ -59,9 +59,9 @@ def storage_error(path: Path, exc: OSError) -> StorageError:
     reason = os_reason(exc)
     folder = path.parent if path.name else path
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        fix = f"free space on the disk that holds {str(folder)!r}, or write elsewhere (--results-dir, --checkpoint-dir)."
+        fix = f"free space on the disk that holds {str(folder)!r}, or write elsewhere."
     else:
-        fix = f"make {str(folder)!r} a writable folder, or write elsewhere (--results-dir, --checkpoint-dir)."
+        fix = f"make {str(folder)!r} a writable folder, or write elsewhere."
     return StorageError(f"{str(path)!r} cannot be written: {reason}.", fix, path=str(path), reason=reason)
 
 

@@ -119,7 +119,7 @@ def test_a_full_disk_is_a_typed_error_naming_the_file_and_the_old_file_is_kept(t
         atomic_write_json(target, {"big": "x" * 200_000})
     assert str(full.value) == (
         f"{str(target)!r} cannot be written: No space left on device. Fix: free space on the disk that holds "
-        f"{str(tiny_disk)!r}, or write elsewhere (--results-dir, --checkpoint-dir)."
+        f"{str(tiny_disk)!r}, or write elsewhere."
     )
     assert target.read_text() == '{\n  "kept": true\n}\n'
     assert sorted(p.name for p in tiny_disk.iterdir()) == ["results.json"]  # no temporary file left
