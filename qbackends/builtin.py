@@ -77,7 +77,7 @@ BACKENDS = (
         "numba",
         hardware="cpu",
         state_copies=3.5,  # ψ, λ, a scratch state and the float diagonal (measured 3.7 at 18 wires, 2.8 at 20)
-        preference=-1,
+        preference=5,
         extra="fused",
         description="fused diagonal blocks and gate layers (numba); the QAOA workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),
@@ -89,7 +89,7 @@ BACKENDS = (
         "numba",
         hardware="cpu",
         state_copies=4.0,  # per row of the batch (measured 3.5 at 18 wires, 3.1 at 20)
-        preference=-1,
+        preference=5,
         extra="batched",
         description="a parameter-broadcast minibatch as one state table (numba); the QNN workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/batched/batched_qubit.toml"),

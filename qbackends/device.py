@@ -208,20 +208,43 @@ def choose(
     registry = registry or get_registry()
     facts = facts or facts_for(registry)
     chain = candidates(spec, fallback, wires, registry, facts)
+    fit, refusals = screen(chain, wires, precision, diff_method, ignore_memory, facts)
+    if refusals and fit and spec is not None and not devicestring.parse(spec).is_auto:
+        log.warning(
+            "qbackends: using %s instead of %s: %s", fit[0].backend.device_string, chain[0].device_string, refusals[0].message
+        )
+    return fit[0]
+
+
+def screen(
+    chain: Sequence[Backend],
+    wires: int | None,
+    precision: str,
+    diff_method: str | None,
+    ignore_memory: bool,
+    facts: probe.MachineFacts,
+    every: bool = False,
+) -> tuple[list[Choice], list[QBackendsError]]:
+    """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
+    the others do not.
+
+    Raises:
+        BackendUnavailableError, InsufficientMemoryError: when none of them does.
+    """
+    fit: list[Choice] = []
     refusals: list[QBackendsError] = []
     for backend in chain:
         caps = capabilities.evaluate(backend, facts, precision, diff_method)
         if not caps.ok:
             refusals.append(BackendUnavailableError(f"{backend.device_string} cannot run here: {caps.reason}.", caps.fix))
-            continue
-        if wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
+        elif wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
             refusals.append(memory_error(backend, caps, wires, precision, diff_method))
-            continue
-        if refusals and spec is not None and not devicestring.parse(spec).is_auto:
-            log.warning(
-                "qbackends: using %s instead of %s: %s", backend.device_string, chain[0].device_string, refusals[0].message
-            )
-        return Choice(backend, caps)
+        else:
+            fit.append(Choice(backend, caps))
+            if not every:
+                break
+    if fit:
+        return fit, refusals
     if len(refusals) == 1:
         raise refusals[0]
     kinds = {type(r) for r in refusals}
@@ -369,6 +392,13 @@ def _constructs_plainly(backend: Backend) -> bool:
     return True
 
 
+def _capturing() -> bool:
+    """Whether PennyLane's program capture is on (the per-circuit auto device runs tapes, not captured programs)."""
+    import pennylane as qml
+
+    return bool(qml.capture.enabled())
+
+
 def get_device(
     spec: str | None = None,
     wires: int | Sequence[Any] | None = None,
@@ -405,6 +435,18 @@ def get_device(
     count = wire_count(wires)
     if isinstance(wires, numbers.Integral):
         wires = int(wires)  # NumPy integers work as they do in qml.device
+    if requested_spec(spec).is_auto and not options.get("mpi") and not _capturing():
+        from .autodevice import AutoQubit
+
+        return AutoQubit(
+            wires,
+            precision=precision,
+            decompositions=decompositions,
+            default_decompositions=default_decompositions,
+            diff_method=diff_method,
+            ignore_memory=ignore_memory,
+            **options,
+        )
     guarded = count
     if options.get("mpi") and count is not None:  # each process holds 1/size of the state
         guarded = max(count - (probe.mpi_world_size().bit_length() - 1), 0)

@@ -9,6 +9,8 @@ from .errors import DeviceStringError
 
 MAX_LENGTH = 256
 AUTO = "auto"
+AUTO_DEVICE = "qbackends.auto"  # the per-circuit auto device's PennyLane name
+AUTO_STRING = f"local:qbackends/{AUTO_DEVICE}"  # what a hybrid job is given for auto: opens with qml.device(s.split("/")[-1])
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 _BAD_CHAR = re.compile(r"[^A-Za-z0-9_.\-]")
 _FORM = "local:<provider>/<simulator> (e.g. local:pennylane/lightning.qubit), a bare simulator name, or auto"
@@ -28,7 +30,7 @@ class DeviceSpec:
 
     @property
     def is_auto(self) -> bool:
-        return self.provider is None and self.simulator == AUTO
+        return self.simulator in (AUTO, AUTO_DEVICE) and self.provider in (None, "qbackends")
 
     def __str__(self) -> str:
         if self.provider is None:

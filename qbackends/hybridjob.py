@@ -347,15 +347,19 @@ def _entry_command(entry_point: str) -> list[str]:
 
 
 def resolve_device(spec: str) -> str:
-    """The device string a job gets: resolved here, so a typo stops the job before it starts, ``auto``
-    becomes the backend it picks, and the string opens with ``qml.device(string.split("/")[-1])``
-    as Braket's example scripts do (``Backend.braket_string``).
+    """The device string a job gets: resolved here, so a typo stops the job before it starts. ``auto`` becomes
+    the per-circuit auto device's string, which decides for each circuit the job builds; every string opens
+    with ``qml.device(string.split("/")[-1])`` as Braket's example scripts do (``Backend.braket_string``).
 
     Raises:
         QBackendsError: for a bad or unknown string, or a backend that cannot run here.
     """
     from .device import choose
+    from .devicestring import AUTO_STRING, parse
 
+    if parse(spec).is_auto:
+        choose(spec)  # something runs here at all
+        return AUTO_STRING
     return choose(spec).backend.braket_string
 
 

@@ -126,76 +126,26 @@ def _resolve(spec: str | None) -> tuple[str, bool]:
     return str(parsed), parsed.is_auto
 
 
-def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
-    """Whether compiling fused.qubit's kernels now (once per installation) finishes this run sooner."""
-    from .fused import warmup
-
-    if warmup.compiled():
-        return True
-    saved = (LIGHTNING_SECONDS_PER_AMPLITUDE - FUSED_SECONDS_PER_AMPLITUDE) * 2**wires * layers / 2 * iterations
-    return saved > warmup.COMPILE_SECONDS
-
-
 def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
-    """``get_device``, except that ``auto`` takes the fastest backend of a ``qaoa`` calibration profile of
-    this machine, else from ``FUSED_MIN_WIRES`` fused.qubit whenever it finishes this QAOA run sooner, its
-    one-time kernel compilation included; either way the one-time cost is said on stderr."""
+    """``get_device`` for a QAOA run; under ``auto``, the per-circuit auto device, told how many steps the run
+    takes (so a one-time kernel compilation is weighed against them)."""
     from .device import get_device
-    from .devicestring import parse
-    from .errors import BackendUnavailableError, InsufficientMemoryError
-    from .fused import warmup
 
-    resolved, is_auto = _resolve(spec)
-    auto = is_auto and diff_method in ("adjoint", "best")
-    measured = profile_choice("qaoa", wires) if auto else None
-    if measured is not None:
-        return get_device(measured, wires=wires, diff_method=diff_method)
-    if auto and wires < FUSED_MIN_WIRES:
-        return get_device(resolved, wires=wires, diff_method=diff_method)
-    if auto or parse(resolved).simulator in ("fused.qubit", "qbackends.fused.qubit"):
-        cold = not warmup.compiled()
-        if auto and cold and not fused_pays_off(wires, layers, iterations):
-            log.warning(
-                "qbackends: fused.qubit's kernels are not compiled yet (about %.0f s, once per installation), so this "
-                "short run is quicker on another backend; `qbackends warmup` compiles them.",
-                warmup.COMPILE_SECONDS,
-            )
-            return get_device(resolved, wires=wires, diff_method=diff_method)
-        try:
-            device = get_device(FUSED if auto else spec, wires=wires, diff_method=diff_method)
-        except (BackendUnavailableError, InsufficientMemoryError):
-            if not auto:
-                raise
-        else:
-            if cold:
-                log.warning(
-                    "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS
-                )
-            return device
-    return get_device(spec, wires=wires, diff_method=diff_method)  # None: get_device names the variable it read
+    _, is_auto = _resolve(spec)
+    steps = {"expected_steps": iterations} if is_auto else {}
+    return get_device(spec, wires=wires, diff_method=diff_method, **steps)  # None: get_device names the variable it read
 
 
 def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:
-    """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default
-    adjoint or best), the fastest backend of a ``qnn`` calibration profile of this machine, else batched.qubit up to ``BATCHED_MAX_WIRES``, else default.qubit with backprop
-    up to ``BATCHED_BACKPROP_MAX_WIRES`` (the whole batch as one broadcast state); otherwise what
-    was asked for."""
+    """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default adjoint or best),
+    the per-circuit auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's
+    backprop); otherwise what was asked for."""
     from .device import get_device
-    from .errors import BackendUnavailableError, InsufficientMemoryError
 
-    resolved, is_auto = _resolve(spec)
+    _, is_auto = _resolve(spec)
     if is_auto and diff_method in ("adjoint", "best"):
-        measured = profile_choice("qnn", wires)
-        if measured is not None:
-            return get_device(measured, wires=wires, diff_method=qnn_diff_method(measured)), qnn_diff_method(measured)
-        choices = [(BATCHED, "adjoint", BATCHED_MAX_WIRES), (DEFAULT_QUBIT, "backprop", BATCHED_BACKPROP_MAX_WIRES)]
-        for string, method, max_wires in choices:
-            if wires <= max_wires:
-                try:
-                    return get_device(string, wires=wires, diff_method=method), method
-                except (BackendUnavailableError, InsufficientMemoryError):
-                    pass
-    return get_device(resolved, wires=wires, diff_method=diff_method), diff_method
+        return get_device(spec, wires=wires, diff_method="best"), "best"
+    return get_device(spec, wires=wires, diff_method=diff_method), diff_method
 
 
 # `qbackends run qnn` on batched.qubit, 2 cores, 3 epochs (2 at 16 wires; docs/benchmarks.md):

@@ -51,6 +51,7 @@ class Registry:
     manager: pluggy.PluginManager | None = None
     construction_errors: dict[str, str] = field(default_factory=dict)  # device_name -> why it cannot be built here
     rule_failures: dict[str, list[str]] = field(default_factory=dict)  # plugin -> its refused rules, not yet warned of
+    auto_decisions: dict[Any, dict[Any, Any]] = field(default_factory=dict)  # auto's choices, per device setup and circuit
     _rules: list[RuleRegistration] | None = None
 
     def lookup(self, spec: DeviceSpec) -> Backend:

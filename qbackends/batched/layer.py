@@ -42,26 +42,43 @@ class Plan:
         return x @ self.from_inputs + (weights @ self.from_weights + self.consts)
 
 
-def _trace(layer: Any, nfeatures: int, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray]:
-    """One tape of the QNode on random distinct values, lowered by the device's own preprocessing."""
-    x = rng.uniform(0.1, 3.0, size=(TRACE_ROWS, nfeatures))
+def _trace(
+    layer: Any, device: Any, nfeatures: int, rng: np.random.Generator, rows: int = TRACE_ROWS
+) -> tuple[Any, np.ndarray, np.ndarray]:
+    """One tape of the QNode on random distinct values, lowered by ``device``'s own preprocessing (``device``
+    None: the tape as written)."""
+    x = rng.uniform(0.1, 3.0, size=(rows, nfeatures))
     flat = rng.uniform(0.1, 3.0, size=sum(w.numel() for w in layer.qnode_weights.values()))
     kwargs, start = {layer.input_arg: x}, 0
     for name, weight in layer.qnode_weights.items():
         kwargs[name] = flat[start : start + weight.numel()].reshape(tuple(weight.shape))
         start += weight.numel()
     tape = qml.tape.make_qscript(layer.qnode.func)(**kwargs)
-    tapes, _ = layer.qnode.device.preprocess_transforms()((tape,))
+    if device is None:
+        return tape, x, flat
+    tapes, _ = device.preprocess_transforms()((tape,))
     return (tapes[0] if len(tapes) == 1 else None), x, flat
 
 
-def compile_plan(layer: Any, nfeatures: int) -> Plan | None:
-    """The layer's plan, or None when the circuit does not trace to one (see the module docstring)."""
+def _batched_device(layer: Any, nfeatures: int, rows: int) -> BatchedQubit | None:
+    """The batched.qubit device that runs the layer's minibatches: its own, or the one ``auto`` takes for them."""
+    from ..autodevice import AutoQubit
+
     device = layer.qnode.device
-    if not isinstance(device, BatchedQubit) or device.wires is None:
+    if isinstance(device, AutoQubit):
+        tape, _, _ = _trace(layer, None, nfeatures, np.random.default_rng(20260), rows)
+        tape.trainable_params = list(range(len(tape.get_parameters(trainable_only=False))))
+        device = device.backend_for(tape, layer.qnode.diff_method, "torch")
+    return device if isinstance(device, BatchedQubit) and device.wires is not None else None
+
+
+def compile_plan(layer: Any, nfeatures: int, rows: int = TRACE_ROWS) -> Plan | None:
+    """The layer's plan, or None when the circuit does not trace to one (see the module docstring)."""
+    device = _batched_device(layer, nfeatures, rows)
+    if device is None:
         return None
     rng = np.random.default_rng(20260)
-    (t1, x1, w1), (t2, x2, w2) = _trace(layer, nfeatures, rng), _trace(layer, nfeatures, rng)
+    (t1, x1, w1), (t2, x2, w2) = _trace(layer, device, nfeatures, rng), _trace(layer, device, nfeatures, rng)
     if t1 is None or t2 is None or len(t1.measurements) != 1 or not isinstance(t1.measurements[0], ExpectationMP):
         return None
     if qml.math.get_interface(*t1.measurements[0].obs.data) != "numpy" or t1.measurements[0] != t2.measurements[0]:
@@ -131,17 +148,18 @@ class TorchLayer(qml.qnn.TorchLayer):
         super().__init__(qnode, weight_shapes, init_method)
         self._plans: dict[int, Plan | None] = {}
 
-    def plan(self, nfeatures: int) -> Plan | None:
+    def plan(self, nfeatures: int, rows: int = TRACE_ROWS) -> Plan | None:
         """The compiled plan for inputs of ``nfeatures`` columns (None: the QNode runs each call)."""
         if nfeatures not in self._plans:
-            plan = compile_plan(self, nfeatures)
+            plan = compile_plan(self, nfeatures, rows)
             if plan is None and isinstance(self.qnode.device, BatchedQubit):
                 log.info("qbackends: this circuit does not compile to one batched call; it runs through the QNode.")
             self._plans[nfeatures] = plan
         return self._plans[nfeatures]
 
     def _evaluate_qnode(self, x: Any) -> Any:
-        plan = self.plan(x.shape[-1]) if self.qnode.diff_method in ("adjoint", "best", "device") else None
+        rows = int(np.prod(x.shape[:-1])) if x.ndim > 1 else 1
+        plan = self.plan(x.shape[-1], rows) if self.qnode.diff_method in ("adjoint", "best", "device") else None
         if plan is None:
             return super()._evaluate_qnode(x)
         weights = [w.to(x) for w in self.qnode_weights.values()]

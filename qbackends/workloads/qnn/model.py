@@ -32,13 +32,21 @@ def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any
         return qml.expval(qml.PauliZ(0))
 
     shapes = {"block_rot": (len(RANGES), nwires, 3), "block_crot": (len(RANGES), nwires, 3), "final_rot": (3,)}
-    if getattr(device, "name", None) == "qbackends.batched.qubit":  # one compiled call per minibatch
-        from ...batched.layer import TorchLayer
-
-        return TorchLayer(circuit, shapes)
     if diff_method not in BROADCAST_GRADIENTS:
         return _per_sample_layer(qml.qnn.TorchLayer)(circuit, shapes)
-    return qml.qnn.TorchLayer(circuit, shapes)
+    return _layer_class()(circuit, shapes)
+
+
+def _layer_class() -> Any:
+    """qbackends' TorchLayer (one compiled call per minibatch wherever the circuit runs on batched.qubit,
+    by name or by auto's choice; PennyLane's layer elsewhere), or PennyLane's where numba is not installed."""
+    try:
+        from ...batched.layer import TorchLayer
+    except ImportError:
+        import pennylane as qml
+
+        return qml.qnn.TorchLayer
+    return TorchLayer
 
 
 # Gradient methods that differentiate a broadcast input; PennyLane's others (parameter-shift,

@@ -1,0 +1,392 @@
+"""Which backend runs a circuit fastest here: the one place qbackends decides.
+
+``auto`` decides per circuit. It reads what the circuit says (``Shape``: wires, broadcast batch, gate mix,
+parameters, observables, shots, the gradient asked for), predicts each candidate's step from a cost
+model measured on the reference machine (``data/auto-model.json``), and, where the step is cheap
+enough to try, runs the circuit on the close contenders and keeps the fastest. The decision is made
+once per circuit structure and kept in the registry; ``qbackends probe auto`` explains the rules.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from .backend import Backend
+
+log = logging.getLogger("qbackends")
+
+EXCLUDE_ENV = "QBACKENDS_AUTO_EXCLUDE"
+TRIAL_BUDGET_SECONDS = 3.0  # at most this much trying, once per circuit structure
+CONTENDERS = 4.0  # a backend is tried when predicted within this factor of the best prediction
+TRIAL_ROUNDS = 3  # each contender runs this often, interleaved; the first round (allocation, caches) is not counted
+
+# Gates that only multiply amplitudes by phases: fused.qubit merges runs of them into one pass.
+DIAGONAL = frozenset(
+    {
+        "RZ", "PhaseShift", "S", "T", "Z", "PauliZ", "CZ", "CCZ", "IsingZZ", "MultiRZ", "ControlledPhaseShift",
+        "CPhase", "CRZ", "U1", "DiagonalQubitUnitary", "GlobalPhase", "Identity", "PCPhase", "Adjoint(S)", "Adjoint(T)",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the decision reads of a circuit.
+
+    Attributes:
+        wires: qubits of the state.
+        batch: rows of a parameter broadcast (1 without one).
+        gates: operations, templates expanded; ``diagonal`` of them phase-only.
+        parameters: trainable parameters (the gradient's length).
+        terms: Pauli terms measured (a Hamiltonian's count).
+        shots: finite shots, or None for analytic results.
+        gradient: the differentiation method asked for (None: values only).
+    """
+
+    wires: int
+    batch: int = 1
+    gates: int = 0
+    diagonal: int = 0
+    parameters: int = 0
+    terms: int = 1
+    shots: int | None = None
+    gradient: str | None = None
+
+    def describe(self) -> str:
+        batch = f", batch {self.batch}" if self.batch > 1 else ""
+        grad = f", {self.gradient} gradient of {self.parameters} parameters" if self.gradient else ", no gradient"
+        shots = f", {self.shots} shots" if self.shots else ""
+        return f"{self.wires} wires{batch}, {self.gates} gates ({self.diagonal} diagonal), {self.terms} terms{grad}{shots}"
+
+
+def shape_of(tape: Any, wires: int, gradient: Any, trainable: Sequence[int]) -> Shape:
+    """The ``Shape`` of a tape (templates expanded: call it once per circuit structure)."""
+    import pennylane as qml
+    from pennylane.devices.preprocess import decompose
+
+    try:
+        (expanded,), _ = decompose(tape, stopping_condition=lambda op: len(op.wires) <= 2 or not op.has_decomposition)
+        ops = expanded.operations
+    except Exception:  # noqa: BLE001 - a template that does not expand here: count it as written
+        ops = tape.operations
+    terms = 0
+    for m in tape.measurements:
+        obs = getattr(m, "obs", None)
+        try:
+            terms += len(obs.terms()[0]) if isinstance(obs, (qml.ops.Sum, qml.ops.SProd, qml.ops.Prod)) else 1
+        except Exception:  # noqa: BLE001 - an observable without terms
+            terms += 1
+    method = gradient if isinstance(gradient, str) or gradient is None else getattr(gradient, "__name__", "transform")
+    return Shape(
+        wires=wires,
+        batch=tape.batch_size or 1,
+        gates=len(ops),
+        diagonal=sum(_diagonal(op) for op in ops),
+        parameters=len(trainable) if method else 0,
+        terms=max(terms, 1),
+        shots=tape.shots.total_shots if tape.shots else None,
+        gradient=method,
+    )
+
+
+def _diagonal(op: Any) -> bool:
+    """Whether a gate only multiplies amplitudes by phases (its matrix is diagonal)."""
+    if op.name in DIAGONAL:
+        return True
+    if op.name == "PauliRot":
+        return set(op.hyperparameters["pauli_word"]) <= {"Z", "I"}
+    if len(op.wires) > 2 or not op.has_matrix or op.batch_size:
+        return False
+    import numpy as np
+    import pennylane as qml
+
+    try:  # at a generic angle: RX(0) is diagonal, RX(x) is not
+        generic = qml.ops.functions.bind_new_parameters(op, [np.full(np.shape(d), 0.7311) for d in op.data])
+        matrix = np.asarray(generic.matrix(), dtype=complex)
+    except Exception:  # noqa: BLE001 - an operator whose matrix needs more than its data
+        return False
+    return bool(np.allclose(matrix, np.diag(np.diag(matrix))))
+
+
+def structure_key(tape: Any, trainable: Sequence[int], gradient: Any, interface: Any) -> tuple[Any, ...]:
+    """What makes two circuits the same for the decision: operations and wires, parameter shapes, measurements."""
+    import numpy as np
+
+    ops = tuple((op.name, tuple(op.wires), tuple(np.shape(d) for d in op.data)) for op in tape.operations)
+    measurements = tuple(m.hash for m in tape.measurements)
+    return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient), str(interface)
+
+
+# ---- the candidates -------------------------------------------------------------------------
+
+
+def may_take(backend: Backend) -> bool:
+    """Whether ``auto`` may take a backend at all: not marked "by name only" (a negative preference), analytic,
+    and a state vector (the cost model's kind)."""
+    return backend.preference >= 0 and not backend.needs_shots and backend.state_copies is not None
+
+
+def candidates(
+    registry: Any,
+    wires: int | None,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    ignore_memory: bool = False,
+    exclude: Iterable[str] = (),
+    shots: Any = None,
+) -> list[Backend]:
+    """The backends ``auto`` weighs for circuits of ``wires`` qubits, in order of preference: those that run here
+    and fit, GPUs only from their ``min_auto_wires``, less the excluded ones.
+
+    Raises:
+        BackendUnavailableError, InsufficientMemoryError: when none does (each one's reason is listed).
+        UnsupportedOptionError: an excluded name that is not a device string.
+    """
+    from .device import facts_for, screen
+
+    skip = excluded(also=exclude)
+    chain = [
+        b
+        for b in sorted(registry.backends.values(), key=lambda b: -b.preference)
+        if may_take(b) and not matches(b, skip) and (wires is None or wires >= b.min_auto_wires)
+    ]
+    if not chain:
+        from .errors import BackendUnavailableError
+
+        raise BackendUnavailableError(
+            f"auto has no backend to weigh: every one is excluded ({', '.join(sorted(skip))}).",
+            f"remove some from {EXCLUDE_ENV} or exclude=.",
+        )
+    fit, _ = screen(chain, wires, precision, diff_method, ignore_memory, facts_for(registry), every=True)
+    return [choice.backend for choice in fit]
+
+
+# ---- the cost model --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Costs:
+    """One backend's measured costs (seconds), from which a step is predicted.
+
+    Attributes:
+        execution: fixed cost of one device call (preprocessing, binding, results).
+        row: cost of each row a broadcast batch is split into (0 where the backend runs the batch at once).
+        gate: per gate and amplitude; ``diagonal`` per diagonal gate and amplitude.
+        term: per measured Pauli term and amplitude.
+        gradient: the step with an adjoint gradient, as a multiple of the forward step.
+        backprop: the same for backpropagation through the ML framework (default.qubit).
+    """
+
+    execution: float
+    row: float
+    gate: float
+    diagonal: float
+    term: float
+    gradient: float = 3.0
+    backprop: float | None = None
+
+
+@cache
+def shipped_model() -> dict[str, Costs]:
+    """The cost model measured on the 2-core reference machine (``benchmarks/fit_auto_model.py``)."""
+    data = json.loads(resources.files("qbackends").joinpath("data/auto-model.json").read_text())
+    return {key: Costs(**values) for key, values in data["backends"].items()}
+
+
+def model(registry: Any) -> dict[str, Costs]:
+    """The cost model ``auto`` predicts with: the shipped one."""
+    return shipped_model()
+
+
+BACKPROP_FACTOR = 2.5  # a backprop step against its forward pass alone (what a trial can time), measured on default.qubit
+
+
+def log_decision(decision: Decision, backend: Backend) -> None:
+    """One line the first time ``auto`` takes a backend for a circuit structure; a warning when it pays a one-time cost."""
+    log.info("qbackends: %s", decision.explain())
+    if once := one_time_seconds(backend):
+        log.warning(
+            "qbackends: compiling %s's kernels, once per installation (about %.0f s; `qbackends warmup` does it ahead)...",
+            backend.simulator,
+            once,
+        )
+
+
+def predict(costs: Costs, shape: Shape, gradient_method: str | None) -> float:
+    """Predicted seconds of one step of ``shape`` on a backend with ``costs``."""
+    amplitudes = float(2**shape.wires)
+    rows = shape.batch
+    forward = (shape.gates - shape.diagonal) * costs.gate + shape.diagonal * costs.diagonal + shape.terms * costs.term
+    step = costs.execution + rows * (costs.row + amplitudes * forward)
+    if gradient_method in ("adjoint", "device"):
+        step *= costs.gradient
+    elif gradient_method == "backprop":
+        step *= costs.backprop or costs.gradient
+    elif gradient_method:  # parameter-shift and other transforms: two executions per parameter
+        step *= 1 + 2 * shape.parameters
+    return step
+
+
+# ---- the decision ----------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    """The backend ``auto`` took for one circuit structure, and why."""
+
+    backend: str
+    predicted: dict[str, float] = field(default_factory=dict)
+    measured: dict[str, float] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    shape: Shape | None = None
+
+    def explain(self) -> str:
+        def seconds(s: float) -> str:
+            return f"{s * 1e3:.3g} ms"
+
+        others = [
+            f"{k} {seconds(self.measured[k])} measured" if k in self.measured else f"{k} {seconds(p)} predicted"
+            for k, p in sorted(self.predicted.items(), key=lambda kv: self.measured.get(kv[0], kv[1]))
+            if k != self.backend
+        ]
+        took = self.measured.get(self.backend, self.predicted.get(self.backend))
+        how = "measured" if self.backend in self.measured else "predicted"
+        text = f"auto: {self.backend} ({seconds(took) + ' ' + how if took is not None else 'only candidate'})"
+        if self.shape is not None:
+            text += f" for {self.shape.describe()}"
+        if others:
+            text += "; runners-up: " + ", ".join(others)
+        if self.refused:
+            text += "; refused by " + ", ".join(f"{k} ({why})" for k, why in self.refused.items())
+        return text
+
+
+def excluded(environ: dict[str, str] | None = None, also: Iterable[str] = ()) -> set[str]:
+    """Backend keys removed from ``auto`` by ``QBACKENDS_AUTO_EXCLUDE`` (comma-separated device strings) and ``also``."""
+    from .devicestring import parse
+
+    text = (os.environ if environ is None else environ).get(EXCLUDE_ENV, "")
+    keys = set()
+    for item in [*text.split(","), *also]:
+        if item.strip():
+            spec = parse(item.strip())
+            keys.add(f"{spec.provider}/{spec.simulator}" if spec.provider else spec.simulator)
+    return keys
+
+
+def matches(backend: Backend, keys: set[str]) -> bool:
+    return backend.key in keys or backend.simulator in keys or backend.device_name in keys
+
+
+def one_time_seconds(backend: Backend) -> float:
+    """What a backend costs once before its first step here: fused.qubit's kernel compilation until it is cached."""
+    if backend.key != "qbackends/fused.qubit":
+        return 0.0
+    from .fused import warmup
+
+    return 0.0 if warmup.compiled() else warmup.COMPILE_SECONDS
+
+
+def decide(
+    shape: Shape,
+    gradient_methods: dict[str, str | None],
+    candidates: Sequence[Backend],
+    model: dict[str, Costs],
+    measure: Callable[[str], float] | None,
+    steps: int = 100,
+    accepts: Callable[[str], None] | None = None,
+) -> Decision:
+    """The fastest candidate for ``shape``.
+
+    Args:
+        shape: the circuit.
+        gradient_methods: backend key -> the gradient method it would use for this circuit (what its
+            ``setup_execution_config`` resolves "best" to).
+        candidates: backends that can take this circuit here, in order of preference.
+        model: measured costs by backend key; a backend without any is predicted as the slowest known.
+        measure: ``measure(key)`` runs the circuit once on that backend and returns its seconds, raising
+            for a backend that refuses it; None: decide on predictions alone (finite shots: trying
+            would draw from the random numbers a seeded program relies on).
+        steps: how often the circuit will run: a one-time cost (``one_time_seconds``) is spread over them,
+            and a backend that has one is not tried (the trial would pay it).
+        accepts: ``accepts(key)`` raises for a backend whose preprocessing refuses the circuit: a backend
+            taken without a trial is checked with it first, and the next best taken if it refuses.
+    """
+    predicted = {}
+    cold = set()
+    for backend in candidates:
+        costs = model.get(backend.key)
+        predicted[backend.key] = predict(costs, shape, gradient_methods.get(backend.key)) if costs else math.inf
+        if once := one_time_seconds(backend):
+            predicted[backend.key] += once / max(steps, 1)
+            cold.add(backend.key)
+    order = sorted((b.key for b in candidates), key=lambda k: predicted[k])  # stable: preference breaks ties
+    decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape)
+    best = predicted[order[0]]
+    # Close contenders are tried; so is a backend the model has not measured (a plugin's, a GPU), when trying is cheap.
+    cheap = best * TRIAL_ROUNDS * 2 < TRIAL_BUDGET_SECONDS
+    contenders = [
+        k for k in order if k not in cold and (predicted[k] <= CONTENDERS * best or (not math.isfinite(predicted[k]) and cheap))
+    ]
+    if order[0] in cold:  # the best prediction pays a one-time cost: it is taken without a trial
+        return _first_accepted(decision, order, accepts)
+    if measure is None or len(contenders) < 2:
+        return _first_accepted(decision, order, accepts)
+    spent = 0.0
+    timed: dict[str, list[float]] = {k: [] for k in contenders}
+    for round_ in range(TRIAL_ROUNDS):
+        for key in list(timed):
+            if spent > TRIAL_BUDGET_SECONDS and round_ > 0 and timed[key]:
+                continue
+            try:
+                seconds = measure(key)
+            except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
+                decision.refused[key] = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+                del timed[key]
+                continue
+            spent += seconds
+            if round_ > 0 or TRIAL_ROUNDS == 1:
+                timed[key].append(seconds)
+    decision.measured = {k: min(v) for k, v in timed.items() if v}
+    if decision.measured:
+        decision.backend = min(decision.measured, key=lambda k: decision.measured[k])
+    elif timed:
+        decision.backend = next(iter(timed))
+    else:  # every contender refused: the best prediction among the rest
+        rest = [k for k in order if k not in decision.refused]
+        if not rest:
+            raise_refused(decision)
+        decision.backend = rest[0]
+    return decision
+
+
+def _first_accepted(decision: Decision, order: Sequence[str], accepts: Callable[[str], None] | None) -> Decision:
+    """The best-predicted backend whose preprocessing takes the circuit."""
+    for key in order:
+        try:
+            if accepts is not None:
+                accepts(key)
+        except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
+            decision.refused[key] = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+            continue
+        decision.backend = key
+        return decision
+    raise_refused(decision)
+    return decision  # unreachable: raise_refused raises
+
+
+def raise_refused(decision: Decision) -> None:
+    from .errors import UnsupportedCircuitError
+
+    raise UnsupportedCircuitError(
+        "No backend auto may take runs this circuit: " + "; ".join(f"{k}: {why}" for k, why in decision.refused.items()) + ".",
+        "change the circuit as the messages say, or name a backend (e.g. local:pennylane/default.qubit).",
+    )

@@ -1,0 +1,298 @@
+"""``qbackends.auto``: a PennyLane device that runs each circuit on the backend fastest for it here.
+
+For each circuit it is given, the device asks ``qbackends.auto`` which backend to take (once per
+circuit structure), then hands that backend the circuit: its preprocessing, its execution, its
+derivatives and VJPs. Results are exactly that backend's. The choice travels with the circuit in
+the execution config (``device_options["qbackends.auto"]``), so every later call of the same
+execution goes to the same backend. ``qml.device("qbackends.auto", wires=n)`` opens it too, as
+Braket's example scripts open the device string a job is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pennylane as qml
+from pennylane.devices import Device, ExecutionConfig
+
+from . import auto
+from .errors import QBackendsError
+
+CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
+
+
+class AutoQubit(Device):
+    """Picks, per circuit, the fastest backend that runs it here, and delegates to it.
+
+    Args:
+        wires: number of wires or their labels.
+        exclude: device strings ``auto`` must not take (with ``QBACKENDS_AUTO_EXCLUDE``).
+        expected_steps: how often each circuit will run; weighs one-time costs (fused.qubit's kernel compilation).
+        precision, decompositions, default_decompositions, diff_method, ignore_memory, **options:
+            as for ``get_device``; each candidate is built with them (one that refuses them is left out).
+
+    Attributes:
+        last_choice: the device string of the backend that took the last circuit.
+        decisions: every decision made on this device so far (``auto.Decision``), newest last.
+    """
+
+    name = "qbackends.auto"
+
+    def __init__(
+        self,
+        wires: Any = None,
+        *,
+        exclude: Sequence[str] = (),
+        expected_steps: int = 100,
+        precision: str = "c128",
+        decompositions: Any = None,
+        default_decompositions: bool = True,
+        diff_method: str | None = "adjoint",
+        ignore_memory: bool = False,
+        **options: Any,
+    ) -> None:
+        from .device import check_request, wire_count
+        from .registry import get_registry
+
+        self._devices: dict[str, Any] = {}
+        self._tracker: Any = None
+        super().__init__(wires=wires)
+        check_request(precision, diff_method, ignore_memory, decompositions=decompositions)
+        self._registry = get_registry()
+        count = wire_count(list(self.wires) if self.wires is not None else None)
+        self._count = count
+        self._candidates = auto.candidates(
+            self._registry, count, precision, diff_method, ignore_memory, exclude=exclude, shots=options.get("shots")
+        )
+        self._build = {
+            "precision": precision,
+            "decompositions": decompositions,
+            "default_decompositions": default_decompositions,
+            "diff_method": diff_method,
+            "ignore_memory": ignore_memory,
+            **options,
+        }
+        self._decisions = self._registry.auto_decisions.setdefault(
+            (tuple(b.key for b in self._candidates), tuple(self.wires) if self.wires is not None else None, repr(self._build)),
+            {},
+        )
+        self._steps = expected_steps
+        self.decisions: list[auto.Decision] = []
+        self.last_choice: str | None = None
+
+    # ---- the tracker reaches the backends ------------------------------------------------------
+
+    @property  # type: ignore[override]
+    def tracker(self) -> Any:
+        return self._tracker
+
+    @tracker.setter
+    def tracker(self, value: Any) -> None:
+        self._tracker = value
+        for device in self._devices.values():
+            device.tracker = value
+
+    # ---- candidates, built when first needed ---------------------------------------------------
+
+    def _device(self, key: str) -> Any:
+        device = self._devices.get(key)
+        if device is None:
+            from .device import get_device
+
+            backend = self._registry.backends[key]
+            wires = list(self.wires) if self.wires is not None else None
+            device = get_device(backend.device_string, wires=wires, **self._build)
+            device.tracker = self._tracker
+            self._devices[key] = device
+        return device
+
+    def _usable(self, config: ExecutionConfig, circuit: Any) -> tuple[dict[str, str | None], dict[str, str]]:
+        """Backend key -> the gradient method it would use for ``circuit``, for the candidates that can take it;
+        and why the others cannot."""
+        methods: dict[str, str | None] = {}
+        refused: dict[str, str] = {}
+        device_gradient = config.gradient_method in ("adjoint", "backprop", "device", "best")
+        for backend in self._candidates:
+            try:
+                device = self._device(backend.key)
+                if device_gradient and not device.supports_derivatives(config, circuit):
+                    if config.gradient_method != "best":
+                        refused[backend.key] = f"no {config.gradient_method} gradient for this circuit"
+                        continue
+                    methods[backend.key] = "parameter-shift"
+                    continue
+                resolved = device.setup_execution_config(config, circuit).gradient_method
+                methods[backend.key] = resolved if isinstance(resolved, str) or resolved is None else "transform"
+            except QBackendsError as exc:
+                refused[backend.key] = exc.one_line()[:160]
+        return methods, refused
+
+    def _decide(self, config: ExecutionConfig, circuit: Any) -> auto.Decision:
+        trainable = qml.math.get_trainable_indices(circuit.get_parameters(trainable_only=False))
+        key = auto.structure_key(circuit, sorted(trainable), config.gradient_method, config.interface)
+        decision = self._decisions.get(key)
+        if decision is None:
+            methods, refused = self._usable(config, circuit)
+            if not methods:
+                auto.raise_refused(auto.Decision("", refused=refused))
+            tape = _as_numpy(circuit, sorted(trainable))
+            shape = auto.shape_of(tape, self._count or len(circuit.wires), config.gradient_method, sorted(trainable))
+            candidates = [b for b in self._candidates if b.key in methods]
+            measure = None if circuit.shots else self._trial(config, circuit, tape)
+            decision = auto.decide(
+                shape, methods, candidates, auto.model(self._registry), measure, self._steps, self._accepts(config, circuit)
+            )
+            decision.refused = {**refused, **decision.refused}
+            self._decisions[key] = decision
+            auto.log_decision(decision, self._registry.backends[decision.backend])
+        self.last_choice = self._registry.backends[decision.backend].device_string
+        if not self.decisions or self.decisions[-1] is not decision:
+            self.decisions.append(decision)
+        return decision
+
+    def _trial(self, config: ExecutionConfig, circuit: Any, tape: Any) -> Callable[[str], float]:
+        """``measure(key)``: seconds of one step of ``circuit`` (as ``tape``, in NumPy) on that backend,
+        preprocessing to results."""
+
+        def measure(key: str) -> float:
+            device = self._device(key)
+            resolved = device.setup_execution_config(config, circuit)
+            program = device.preprocess_transforms(resolved)
+            start = time.perf_counter()
+            _run_step(device, program, resolved, tape)
+            seconds = time.perf_counter() - start
+            return seconds * auto.BACKPROP_FACTOR if resolved.gradient_method == "backprop" else seconds
+
+        return measure
+
+    def backend_for(self, circuit: Any, gradient_method: str | None = "adjoint", interface: str = "auto") -> Any:
+        """The backend's device ``auto`` takes for ``circuit`` (a tape), deciding now if it has not yet.
+
+        For code that runs a backend's own fast path, such as qbackends' compiled ``TorchLayer``.
+        """
+        config = ExecutionConfig(gradient_method=gradient_method, interface=interface)
+        return self._device(self._decide(config, circuit).backend)
+
+    def _accepts(self, config: ExecutionConfig, circuit: Any) -> Callable[[str], None]:
+        """``accepts(key)``: raises as that backend's preprocessing refuses ``circuit``."""
+
+        def accepts(key: str) -> None:
+            device = self._device(key)
+            resolved = device.setup_execution_config(config, circuit)
+            device.preprocess_transforms(resolved)((circuit,))
+
+        return accepts
+
+    def _chosen(self, config: ExecutionConfig | None) -> Any:
+        key = (config.device_options or {}).get(CHOICE) if config is not None else None
+        if key is None:
+            raise QBackendsError(
+                "qbackends.auto was asked to run a circuit it was not set up for (no backend chosen).",
+                "run circuits through a QNode or qml.execute, which call setup_execution_config first.",
+            )
+        return self._device(key)
+
+    # ---- the device API: decide in setup, delegate the rest ------------------------------------
+
+    def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
+        config = config or ExecutionConfig()
+        options = dict(config.device_options or {})
+        chosen = options.pop(CHOICE, None)
+        plain = dataclasses.replace(config, device_options=options)
+        if chosen is None:
+            if circuit is None:
+                chosen = self._candidates[0].key
+            else:
+                chosen = self._decide(plain, circuit).backend
+        resolved = self._device(chosen).setup_execution_config(plain, circuit)
+        return dataclasses.replace(resolved, device_options={**(resolved.device_options or {}), CHOICE: chosen})
+
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).preprocess_transforms(_plain(execution_config))
+
+    def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
+        if execution_config is not None and CHOICE in (execution_config.device_options or {}):
+            return self._chosen(execution_config).supports_derivatives(_plain(execution_config), circuit)
+        if execution_config is None or circuit is None:
+            return any(self._device(b.key).supports_derivatives(execution_config, circuit) for b in self._candidates)
+        methods, _ = self._usable(execution_config, circuit)
+        return any(m != "parameter-shift" for m in methods.values())
+
+    def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
+        if execution_config is not None and CHOICE in (execution_config.device_options or {}):
+            return self._chosen(execution_config).supports_vjp(_plain(execution_config), circuit)
+        return False
+
+    def supports_jvp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
+        if execution_config is not None and CHOICE in (execution_config.device_options or {}):
+            return self._chosen(execution_config).supports_jvp(_plain(execution_config), circuit)
+        return False
+
+    def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).execute(circuits, _plain(execution_config))
+
+    def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).compute_derivatives(circuits, _plain(execution_config))
+
+    def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).execute_and_compute_derivatives(circuits, _plain(execution_config))
+
+    def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).compute_vjp(circuits, cotangents, _plain(execution_config))
+
+    def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).execute_and_compute_vjp(circuits, cotangents, _plain(execution_config))
+
+    def compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).compute_jvp(circuits, tangents, _plain(execution_config))
+
+    def execute_and_compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        return self._chosen(execution_config).execute_and_compute_jvp(circuits, tangents, _plain(execution_config))
+
+
+def _plain(config: ExecutionConfig | None) -> ExecutionConfig | None:
+    """``config`` without the auto device's own option (a backend checks the options it is given)."""
+    if config is None or CHOICE not in (config.device_options or {}):
+        return config
+    return dataclasses.replace(config, device_options={k: v for k, v in config.device_options.items() if k != CHOICE})
+
+
+def _as_numpy(circuit: Any, trainable: list[int]) -> Any:
+    """The circuit with its parameters as NumPy values (a trial must not touch the caller's autodiff graph),
+    the trainable ones as the interface marks them."""
+    params = [np.asarray(qml.math.unwrap(p)) for p in circuit.get_parameters(trainable_only=False)]
+    tape = circuit.bind_new_parameters(params, list(range(len(params))))
+    tape.trainable_params = trainable
+    return tape
+
+
+def _ones_like(results: Any) -> Any:
+    if isinstance(results, (tuple, list)):
+        return type(results)(_ones_like(r) for r in results)
+    return np.ones_like(np.asarray(results, dtype=float))
+
+
+def _run_step(device: Any, program: Any, config: ExecutionConfig, tape: Any) -> None:
+    """One step as PennyLane runs it on ``device``: preprocessing, execution, and the gradient ``config`` asks for."""
+    method = config.gradient_method
+    tapes, post = program((tape,))
+    if method in ("adjoint", "device") and config.use_device_gradient:
+        if config.use_device_jacobian_product:
+            results = device.execute(tapes, config)
+            device.compute_vjp(tapes, _ones_like(results), config)
+        elif config.grad_on_execution:
+            results, _ = device.execute_and_compute_derivatives(tapes, config)
+        else:
+            results = device.execute(tapes, config)
+            device.compute_derivatives(tapes, config)
+    elif callable(method) and tape.trainable_params:  # a gradient transform: its tapes run on the device too
+        gradient_tapes, _ = method(tape)
+        more, _ = program(tuple(gradient_tapes))
+        results = device.execute(tuple(tapes) + tuple(more), config)[: len(tapes)]
+    else:  # values, or backprop (its backward pass is the ML framework's: the model's factor accounts for it)
+        results = device.execute(tapes, config)
+    post(results)

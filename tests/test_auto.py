@@ -1,0 +1,206 @@
+"""The per-circuit auto device: it takes a backend per circuit, and every result is exactly that backend's."""
+
+from __future__ import annotations
+
+import logging
+
+import networkx as nx
+import numpy as np
+import pennylane as qml
+import pytest
+import torch
+from pennylane import numpy as pnp
+
+from qbackends import QBackendsError, get_device, get_registry
+from qbackends.autodevice import AutoQubit
+from qbackends.errors import BackendUnavailableError, UnsupportedCircuitError
+
+
+def _qaoa(device, wires=6):
+    graph = nx.gnm_random_graph(wires, 8, seed=3)
+    cost, mixer = qml.qaoa.maxcut(graph)
+    cost = qml.Hamiltonian(np.array(cost.coeffs, dtype=float), cost.ops)  # constants, as a user's would be
+
+    @qml.qnode(device, diff_method="adjoint")
+    def circuit(p):
+        for w in range(wires):
+            qml.Hadamard(w)
+        for layer in range(2):
+            qml.qaoa.cost_layer(p[0][layer], cost)
+            qml.qaoa.mixer_layer(p[1][layer], mixer)
+        return qml.expval(cost)
+
+    params = pnp.array([[0.3, 0.2], [0.1, 0.4]], requires_grad=True)
+    return lambda: (circuit(params), qml.grad(circuit)(params))
+
+
+def _template(device, wires=5):
+    weights = pnp.array(np.random.default_rng(1).uniform(size=(2, wires, 3)), requires_grad=True)
+    words = [qml.Z(0) @ qml.Z(1), qml.X(2), qml.Y(3) @ qml.Z(4), qml.Z(1)]
+    hamiltonian = qml.Hamiltonian([0.5, -0.3, 0.8, 0.1], words)
+
+    @qml.qnode(device, diff_method="adjoint")
+    def circuit(w):
+        qml.StronglyEntanglingLayers(w, wires=range(wires))
+        return qml.expval(hamiltonian)
+
+    return lambda: (circuit(weights), qml.grad(circuit)(weights))
+
+
+def _broadcast(device, wires=3, batch=8):
+    inputs = np.random.default_rng(2).uniform(size=(batch, wires))
+    weights = pnp.array(np.random.default_rng(3).uniform(size=(2, wires)), requires_grad=True)
+
+    @qml.qnode(device, diff_method="best")
+    def circuit(w):
+        qml.AngleEmbedding(inputs, wires=range(wires))
+        qml.BasicEntanglerLayers(w, wires=range(wires))
+        return qml.expval(qml.Z(0))
+
+    return lambda: (circuit(weights), qml.jacobian(lambda w: pnp.sum(circuit(w)))(weights))
+
+
+def _probs(device, wires=4):
+    @qml.qnode(device)
+    def circuit(x):
+        for w in range(wires):
+            qml.RY(x * (w + 1), w)
+        qml.CNOT([0, 1])
+        return qml.probs(wires=range(wires))
+
+    return lambda: (circuit(0.37),)
+
+
+CIRCUITS = {"qaoa": (_qaoa, 6), "template": (_template, 5), "broadcast": (_broadcast, 3), "probs": (_probs, 4)}
+
+
+@pytest.mark.parametrize("name", sorted(CIRCUITS))
+def test_every_result_is_the_chosen_backends(name):
+    make, wires = CIRCUITS[name]
+    device = get_device("auto", wires=wires)
+    assert isinstance(device, AutoQubit)
+    through_auto = make(device)()
+    chosen = device.last_choice
+    assert chosen is not None and chosen.startswith("local:")
+    by_name = make(get_device(chosen, wires=wires))()
+    for a, b, tol in zip(through_auto, by_name, (1e-10, 1e-8), strict=False):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=0)
+    reference = make(qml.device("default.qubit", wires=wires))()
+    for a, b in zip(through_auto, reference, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-8, rtol=0)
+
+
+def test_the_decision_is_made_once_per_structure_and_logged_once(caplog):
+    device = get_device("auto", wires=5)
+    step = _template(device, 5)
+    with caplog.at_level(logging.INFO, logger="qbackends"):
+        step()
+        step()
+        _template(get_device("auto", wires=5), 5)()  # a device built alike reuses the decisions
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("qbackends: auto: ")]
+    assert len(lines) == 1  # the value and the value with its gradient are one structure; the second device asks the registry
+    assert "for 5 wires" in lines[0] and "runners-up: " in lines[0]
+    assert len({id(d) for d in device.decisions}) == 1
+
+
+def test_a_circuit_a_backend_refuses_goes_elsewhere():
+    device = get_device("auto", wires=2)
+    matrix = np.array([[1.0, 0.5], [0.5, -1.0]])
+
+    def body(x):
+        qml.RX(x, 0)
+        return qml.expval(qml.Hermitian(matrix, wires=0))
+
+    value = qml.QNode(body, device)(0.4)
+    assert abs(value - qml.QNode(body, qml.device("default.qubit"))(0.4)) < 1e-12
+    decision = device.decisions[-1]
+    assert decision.backend != "qbackends/batched.qubit"
+    assert decision.refused["qbackends/batched.qubit"].startswith("UnsupportedCircuitError: qbackends.batched.qubit")
+
+
+def test_finite_shots_are_decided_without_trying(monkeypatch):
+    device = get_device("auto", wires=3)
+
+    @qml.set_shots(200)
+    @qml.qnode(device)
+    def circuit(x):
+        qml.RY(x, 0)
+        return qml.expval(qml.Z(0))
+
+    circuit(0.3)
+    decision = device.decisions[-1]
+    assert decision.measured == {}  # a trial would draw from the random numbers a seeded program relies on
+    assert device.last_choice != "local:qbackends/batched.qubit"  # analytic only: refused
+
+
+def test_excluded_backends_are_not_weighed(monkeypatch):
+    monkeypatch.setenv("QBACKENDS_AUTO_EXCLUDE", "local:qbackends/batched.qubit,default.qubit")
+    device = get_device("auto", wires=3, exclude=["local:qbackends/fused.qubit"])
+    keys = {b.key for b in device._candidates}
+    assert keys.isdisjoint({"qbackends/batched.qubit", "pennylane/default.qubit", "qbackends/fused.qubit"})
+    assert "pennylane/lightning.qubit" in keys
+
+
+def test_excluding_every_backend_is_a_typed_error(monkeypatch):
+    everything = ",".join(b.device_string for b in get_registry().backends.values())
+    monkeypatch.setenv("QBACKENDS_AUTO_EXCLUDE", everything)
+    with pytest.raises(BackendUnavailableError, match="auto has no backend to weigh: every one is excluded"):
+        get_device("auto", wires=2)
+
+
+def test_pennylane_opens_it_by_name():
+    device = qml.device("qbackends.auto", wires=2)
+
+    @qml.qnode(device)
+    def bell():
+        qml.Hadamard(0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    assert abs(bell() - 1.0) < 1e-12 and device.last_choice is not None
+
+
+def test_torch_minibatches_through_torchlayer():
+    wires = 3
+    device = get_device("auto", wires=wires)
+
+    @qml.qnode(device, interface="torch", diff_method="adjoint")
+    def circuit(inputs, weights):
+        qml.AngleEmbedding(inputs, wires=range(wires))
+        qml.BasicEntanglerLayers(weights, wires=range(wires))
+        return [qml.expval(qml.Z(i)) for i in range(wires)]
+
+    layer = qml.qnn.TorchLayer(circuit, {"weights": (2, wires)})
+    x = torch.rand(16, wires, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    out = layer(x)
+    out.sum().backward()
+    reference = qml.qnn.TorchLayer(
+        qml.QNode(circuit.func, qml.device("default.qubit"), interface="torch"), {"weights": (2, wires)}
+    )
+    reference.load_state_dict(layer.state_dict())
+    expected = reference(x)
+    expected.sum().backward()
+    assert torch.allclose(out, expected, atol=1e-10)
+    assert torch.allclose(layer.weights.grad, reference.weights.grad, atol=1e-8)
+
+
+def test_program_capture_gets_a_device_that_runs_captured_programs():
+    pytest.importorskip("jax", reason="program capture needs JAX (pip install jax)")
+    qml.capture.enable()
+    try:
+        device = get_device("auto", wires=2)
+    finally:
+        qml.capture.disable()
+    assert not isinstance(device, AutoQubit)
+
+
+def test_a_circuit_no_backend_takes_is_one_typed_error():
+    device = get_device("auto", wires=2, exclude=["default.qubit", "lightning.qubit", "lightning.kokkos", "fused.qubit"])
+
+    @qml.set_shots(10)
+    @qml.qnode(device)
+    def circuit():
+        return qml.sample(qml.Z(0))
+
+    with pytest.raises((UnsupportedCircuitError, QBackendsError)):
+        circuit()
