@@ -132,7 +132,7 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
     from .device import get_device
 
     _, is_auto = _resolve(spec)
-    steps = {"expected_steps": iterations} if is_auto else {}
+    steps: dict[str, Any] = {"expected_steps": iterations} if is_auto else {}
     return get_device(spec, wires=wires, diff_method=diff_method, **steps)  # None: get_device names the variable it read
 
 
