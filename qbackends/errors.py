@@ -58,3 +58,7 @@ class JobFailedError(QBackendsError, RuntimeError):
     def __init__(self, message: str, fix: str = "", exit_code: int = 1) -> None:
         super().__init__(message, fix)
         self.exit_code = exit_code
+
+
+class EnvironmentSettingError(QBackendsError, ValueError):
+    """An environment variable set to a value that cannot work, e.g. ``NUMBA_NUM_THREADS=0``."""

@@ -134,7 +134,7 @@ def fused_pays_off(wires: int, layers: int, iterations: int) -> bool:
     if warmup.compiled():
         return True
     saved = (LIGHTNING_SECONDS_PER_AMPLITUDE - FUSED_SECONDS_PER_AMPLITUDE) * 2**wires * layers / 2 * iterations
-    return saved > warmup.COMPILE_SECONDS
+    return saved > warmup.compile_seconds()
 
 
 def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
@@ -159,7 +159,7 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
             log.warning(
                 "qbackends: fused.qubit's kernels are not compiled yet (about %.0f s, once per installation), so this "
                 "short run is quicker on another backend; `qbackends warmup` compiles them.",
-                warmup.COMPILE_SECONDS,
+                warmup.compile_seconds(),
             )
             return get_device(resolved, wires=wires, diff_method=diff_method)
         try:
@@ -170,7 +170,8 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
         else:
             if cold:
                 log.warning(
-                    "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...", warmup.COMPILE_SECONDS
+                    "qbackends: compiling fused.qubit's kernels, once per installation (about %.0f s)...",
+                    warmup.compile_seconds(),
                 )
             return device
     return get_device(resolved, wires=wires, diff_method=diff_method)
