@@ -292,7 +292,7 @@ def one_time_seconds(backend: Backend) -> float:
         return 0.0
     from .fused import warmup
 
-    return 0.0 if warmup.compiled() else warmup.COMPILE_SECONDS
+    return 0.0 if warmup.compiled() else warmup.compile_seconds()
 
 
 def decide(

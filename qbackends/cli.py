@@ -220,13 +220,14 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from .fused import warmup
 
     start = time.perf_counter()
-    print("compiling fused.qubit's kernels, once per installation...", flush=True)
+    print(f"compiling fused.qubit's kernels, once per installation (about {warmup.compile_seconds():.0f} s)...", flush=True)
     warmup.compile_kernels()
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .fused.warmup import COMPILE_SECONDS  # (nothing heavy: warmup imports the kernels lazily)
     from .policy import KINDS  # the kinds of circuit calibrate times (nothing heavy: policy imports lazily)
 
     parser = _Parser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
@@ -279,10 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_calibrate)
 
-    p = sub.add_parser(
-        "warmup",
-        help="compile fused.qubit's kernels now (once per installation, about 45 s on two cores), so no run waits for them",
+    text = (
+        f"compile fused.qubit's kernels now (once per installation, about {COMPILE_SECONDS:.0f} s on two cores), "
+        "so no run waits for them"
     )
+    p = sub.add_parser("warmup", help=text, description=text)
     p.set_defaults(func=cmd_warmup)
 
     for register in _extra_commands():

@@ -72,3 +72,7 @@ class StorageError(QBackendsError, RuntimeError):
         super().__init__(message, fix)
         self.path = path
         self.reason = reason
+
+
+class EnvironmentSettingError(QBackendsError, ValueError):
+    """An environment variable set to a value that cannot work, e.g. ``NUMBA_NUM_THREADS=0``."""

@@ -482,22 +482,6 @@ def test_qaoa_workload_auto_uses_fused():
     np.testing.assert_allclose(result["costs"], reference["costs"], atol=1e-10)
 
 
-def test_a_read_only_installation_caches_kernels_in_a_temporary_folder(monkeypatch, tmp_path, caplog):
-    """numba refuses to compile where it can write no cache; qbackends moves the cache instead."""
-    import numba
-
-    from qbackends.fused import cachedir
-
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    monkeypatch.setattr(cachedir, "_writable", lambda folder: False)  # as a read-only site-packages and HOME
-    monkeypatch.setattr(cachedir.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(numba.config, "CACHE_DIR", numba.config.CACHE_DIR)  # restored after the test
-    with caplog.at_level("WARNING", logger="qbackends"):
-        folder = cachedir.kernel_cache_dir(Path(kernels.__file__))
-    assert folder.parent == tmp_path and numba.config.CACHE_DIR == str(folder)
-    assert "cannot be written; fused.qubit's kernels are cached in" in caplog.text
-
-
 def _qaoa_segments(n, weighted):
     graph = qaoa.random_graph(n, 2 * n, 7)
     cost = qaoa.cost_hamiltonian(graph)

@@ -17,18 +17,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange
 
-from ..fused.cachedir import kernel_cache_dir
+from ..fused.cachedir import kernel_cache
 from ..fused.kernels import zsign as _zsign  # (-1)^popcount(x)
+from ..fused.threads import import_numba
 
-CACHE_DIR = kernel_cache_dir(Path(__file__))
+prange = import_numba().prange
+CACHE = kernel_cache(Path(__file__))  # decided before the first kernel: where it is cached, or not at all
+njit = CACHE.njit  # numba.njit, with caching as CACHE decided
 
 ROT_X, ROT_Y, ROT_Z, PHASE, MULTI_RZ, MATRIX, SWAP = range(7)
 KIND, TARGET, CONTROLS, SLOT, MATRIX_INDEX, MASK = range(6)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _matrix(kind, theta, m_const):
     """The 2x2 matrix (m00, m01, m10, m11) of a single-qubit operation (``m_const`` for MATRIX)."""
     if kind == MATRIX:
@@ -44,7 +46,7 @@ def _matrix(kind, theta, m_const):
     return c - 1j * s, 0j, 0j, c + 1j * s
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _mm(a, b):
     return (
         a[0] * b[0] + a[1] * b[2],
@@ -54,12 +56,12 @@ def _mm(a, b):
     )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _dagger(a):
     return np.conj(a[0]), np.conj(a[2]), np.conj(a[1]), np.conj(a[3])
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _overlap(kind, r):
     """2c·Im Tr(G R) with R = Σ_pairs ψ_pair λ_pair^† (U = exp(-icθG); PHASE: c = 1, G = -|1><1|)."""
     if kind == ROT_X:
@@ -71,13 +73,13 @@ def _overlap(kind, r):
     return -2.0 * r[3].imag
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _op_matrix(ops, k, params_b, matrices):
     slot = ops[k, SLOT]
     return _matrix(ops[k, KIND], params_b[slot] if slot >= 0 else 0.0, matrices[max(ops[k, MATRIX_INDEX], 0)])
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _group_matrix(ops, start, end, params_b, matrices):
     """The product of the group's single-qubit operations, for one batch row."""
     m = _op_matrix(ops, start, params_b, matrices)
@@ -86,7 +88,7 @@ def _group_matrix(ops, start, end, params_b, matrices):
     return m
 
 
-@njit(cache=True, fastmath=True)
+@njit(fastmath=True)
 def _forward_group(psi, ops, start, end, params_b, matrices):
     kind = ops[start, KIND]
     controls = ops[start, CONTROLS]
@@ -118,7 +120,7 @@ def _forward_group(psi, ops, start, end, params_b, matrices):
                 psi[i + step] = m10 * a + m11 * c
 
 
-@njit(cache=True, fastmath=True)
+@njit(fastmath=True)
 def _adjoint_group(psi, lam, ops, start, end, params_b, matrices, grads_b):
     """Undo the group on ψ and λ in one pass, adding each parameter's derivative on the way."""
     kind = ops[start, KIND]
@@ -170,37 +172,37 @@ def _adjoint_group(psi, lam, ops, start, end, params_b, matrices, grads_b):
         r = _mm(_mm(_dagger(u), r), u)
 
 
-@njit(cache=True)
+@njit()
 def _forward_row(psi, ops, groups, params_b, matrices):
     for g in range(groups.shape[0]):
         _forward_group(psi, ops, groups[g, 0], groups[g, 1], params_b, matrices)
 
 
-@njit(cache=True)
+@njit()
 def _adjoint_row(psi, lam, ops, groups, params_b, matrices, grads_b):
     for g in range(groups.shape[0] - 1, -1, -1):
         _adjoint_group(psi, lam, ops, groups[g, 0], groups[g, 1], params_b, matrices, grads_b)
 
 
-@njit(cache=True)
+@njit()
 def _forward_serial(states, ops, groups, params, matrices):
     for b in range(states.shape[0]):
         _forward_row(states[b], ops, groups, params[b], matrices)
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def _forward_parallel(states, ops, groups, params, matrices):
     for b in prange(states.shape[0]):
         _forward_row(states[b], ops, groups, params[b], matrices)
 
 
-@njit(cache=True)
+@njit()
 def _adjoint_serial(states, lams, ops, groups, params, matrices, grads):
     for b in range(states.shape[0]):
         _adjoint_row(states[b], lams[b], ops, groups, params[b], matrices, grads[b])
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def _adjoint_parallel(states, lams, ops, groups, params, matrices, grads):
     for b in prange(states.shape[0]):
         _adjoint_row(states[b], lams[b], ops, groups, params[b], matrices, grads[b])
@@ -224,7 +226,7 @@ def adjoint(states, lams, ops, groups, params, matrices, grads):
     run(states, lams, ops, groups, params, matrices, grads)
 
 
-@njit(cache=True)
+@njit()
 def apply_paulis(states, xmasks, zmasks, phases, coefs, out):
     """out[b] = Σ_t coefs[b, t]·P_t states[b], with P_t|i> = phases[t]·(-1)^|i & z_t|·|i ^ x_t>."""
     for b in range(states.shape[0]):
@@ -239,7 +241,7 @@ def apply_paulis(states, xmasks, zmasks, phases, coefs, out):
                 res[i ^ xmasks[t]] += w * _zsign(i & zmasks[t]) * psi[i]
 
 
-@njit(cache=True)
+@njit()
 def pauli_expvals(states, xmasks, zmasks, phases, out):
     """out[b, t] = <ψ_b|P_t|ψ_b>."""
     for b in range(states.shape[0]):

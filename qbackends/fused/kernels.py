@@ -5,20 +5,22 @@ z(x) = (-1)^popcount(x). One pass applies exp(i·sign·angle) to the state (and 
 as a product of precomputed phase tables, or, when the angle takes few values (an unweighted cut),
 from a table indexed by each amplitude's level: no trigonometry per amplitude either way.
 Product layers: single-qubit gates on distinct wires, tile by tile in split real/imaginary buffers.
-Kernels are compiled on first use and cached on disk (``cache=True``).
+Kernels are compiled on first use and cached on disk where that is safe (``cachedir``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numba
 import numpy as np
-from numba import njit, prange
 
-from .cachedir import kernel_cache_dir
+from .cachedir import kernel_cache
+from .threads import import_numba
 
-CACHE_DIR = kernel_cache_dir(Path(__file__))  # before the first @njit(cache=True): a read-only install moves it
+numba = import_numba()  # a NUMBA_NUM_THREADS numba refuses is a typed error
+prange = numba.prange
+CACHE = kernel_cache(Path(__file__))  # decided before the first kernel: where it is cached, or not at all
+njit = CACHE.njit  # numba.njit, with caching as CACHE decided
 
 DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # product states: runs of 2048 amplitudes
@@ -30,7 +32,7 @@ RUN_GROUP = 4  # runs of a tile are copied four side by side: more of memory's l
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def parity(x):
     x ^= x >> 32
     x ^= x >> 16
@@ -41,19 +43,19 @@ def parity(x):
     return x & 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def zsign(x):
     return 1.0 - 2.0 * parity(x)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _tiles_of_thread(t, tiles, nthreads):
     """The chunks (tiles) thread t of nthreads takes: [first, last)."""
     per = (tiles + nthreads - 1) // nthreads
     return t * per, min(tiles, (t + 1) * per)
 
 
-@njit(cache=True)
+@njit()
 def _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, out):
     base = 0.0
     for j in range(bmask.size):
@@ -67,7 +69,7 @@ def _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, out):
             out[lo] += s * table_c[g, lo]
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _chunk_phases(hi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign, re, im):
     """(re, im) = exp(i·sign·angle(hi, lo)) for the chunk ``hi``, without trigonometry per amplitude:
     phase_a[p, lo] = exp(i·sign·A[lo]) and phase_c[g, ±, p, lo] = exp(±i·sign·C[g, lo]) (p: real,
@@ -90,7 +92,7 @@ def _chunk_phases(hi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign, re,
             im[lo] = xr * ci + xi * cr
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def diag_phase_tables(psi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign):
     """psi[k] *= exp(i·sign·angle(k)): a whole block of commuting diagonal gates in one pass, from phase tables."""
     size = 1 << low_bits
@@ -103,7 +105,7 @@ def diag_phase_tables(psi, low_bits, phase_a, bmask, bcoef, gmask, phase_c, sign
             psi[off + lo] *= complex(re[lo], im[lo])
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_c, rowsum, moments, nthreads, undo):
     """One adjoint pass over a diagonal block.
 
@@ -130,7 +132,7 @@ def diag_adjoint_tables(phi, lam, low_bits, phase_a, bmask, bcoef, gmask, phase_
             rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def diag_values(out, low_bits, table_a, bmask, bcoef, gmask, table_c):
     """out[k] = angle(k): the diagonal of a sum of Z products (an observable or a block's generator)."""
     size = 1 << low_bits
@@ -138,7 +140,7 @@ def diag_values(out, low_bits, table_a, bmask, bcoef, gmask, table_c):
         _chunk_angles(hi, low_bits, table_a, bmask, bcoef, gmask, table_c, out[hi * size : (hi + 1) * size])
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _accumulate_moments(q, hi, gmask, moments, t):
     """moments[t, 0] += q, moments[t, 1+g] += z(hi & gmask_g) q; returns Σ q (vectorised rows)."""
     size = np.uint64(q.size)
@@ -155,7 +157,7 @@ def _accumulate_moments(q, hi, gmask, moments, t):
     return total
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def diag_levels(out, low_bits, table_a, bmask, bcoef, gmask, table_c, offset):
     """out[k] = angle(k) + offset as an integer: with coefficients -1/2 and offset T/2, the number of
     the T masks with odd parity at k (an unweighted cut's size)."""
@@ -168,14 +170,14 @@ def diag_levels(out, low_bits, table_a, bmask, bcoef, gmask, table_c, offset):
             out[off + lo] = np.uint16(angles[lo] + offset + 0.5)
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def phase_by_level(psi, levels, table):
     """psi[k] *= table[levels[k]]: a diagonal block whose angle takes few values, without trigonometry."""
     for k in prange(psi.size):
         psi[k] *= table[levels[k]]
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moments, nthreads, undo):
     """diag_adjoint_tables for a block applied by level: the undo multiplies by table[levels[k]]."""
     size = 1 << low_bits
@@ -194,7 +196,7 @@ def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moment
             rowsum[hi] = _accumulate_moments(q, hi, gmask, moments, t)
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def product_state(psi, low_bits, low_vectors, high_vectors, levels, phases):
     """psi = ⊗ single-qubit states: low_vectors[b] / high_vectors[b] are the (2,) vectors of bit b;
     then, unless ``levels`` is empty, psi[k] *= phases[levels[k]] (a diagonal block, in the same pass)."""
@@ -216,7 +218,7 @@ def product_state(psi, low_bits, low_vectors, high_vectors, levels, phases):
                 psi[off + lo] = factor * table[lo]
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _run_start(tile, rest_bits, high_bits, run):
     """Global index of the first amplitude of run ``run`` (its chosen high bits) of tile ``tile``."""
     index = 0
@@ -233,7 +235,7 @@ def _run_start(tile, rest_bits, high_bits, run):
 # faster but took 165 s instead of 45 s to compile on two cores.
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _run_starts(tile, rest_bits, high_bits):
     """The first amplitude of each run of a tile (one run per value of its high bits)."""
     starts = np.empty(1 << high_bits.size, dtype=np.uint64)
@@ -242,13 +244,13 @@ def _run_starts(tile, rest_bits, high_bits):
     return starts
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _transpose_block(runs, size):
     """Runs a transposed tile moves per block: TRANSPOSE_AMPS amplitudes (at least one run)."""
     return min(runs, max(np.uint64(1), np.uint64(TRANSPOSE_AMPS) // size))
 
 
-@njit(cache=True)
+@njit()
 def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise);
     ``transposed``: the high bits are the tile's lowest bits."""
@@ -278,7 +280,7 @@ def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
                 im[run * size + j] = p.imag
 
 
-@njit(cache=True)
+@njit()
 def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
     starts = _run_starts(tile, rest_bits, high_bits)
@@ -302,12 +304,12 @@ def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
                 psi[starts[run] + j] = complex(re[run * size + j], im[run * size + j])
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _is_rx_shaped(m):
     return m[0, 0].imag == 0.0 and m[0, 1].real == 0.0 and m[1, 0].real == 0.0 and m[0, 0] == m[1, 1] and m[0, 1] == m[1, 0]
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _apply_2x2(re, im, bit, m):
     """Buffers ← U buffers on ``bit``; an RX-shaped U (real diagonal, imaginary off-diagonal) takes half the multiplies."""
     step = np.uint64(1) << np.uint64(bit)
@@ -338,7 +340,7 @@ def _apply_2x2(re, im, bit, m):
         base += step + step
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _undo_with_moment(pre, pim, lre, lim, bit, inverse, generator):
     """φ, λ ← U† φ, U† λ on ``bit``; returns Im⟨λ|P|φ⟩ for P = X (1) or Y (2), taken before undoing
     (P commutes with U); 0 for a gate without a parameter (0)."""
@@ -370,7 +372,7 @@ def _undo_with_moment(pre, pim, lre, lim, bit, inverse, generator):
     return acc
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _moment(pre, pim, lre, lim, bit, generator):
     """Im⟨λ|P|φ⟩ on ``bit`` for P = X (1) or Y (2); 0 for a gate without a parameter (0)."""
     step = np.uint64(1) << np.uint64(bit)
@@ -396,7 +398,7 @@ SUBTILE_BITS = 10  # four split buffers of 2^10 amplitudes: 32 KiB, inside L1
 SUBTILE = 1 << SUBTILE_BITS
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _inner_count(tile_bits, width):
     """How many leading gates (sorted by tile bit) act inside an L1-sized block."""
     if width <= SUBTILE:
@@ -407,7 +409,7 @@ def _inner_count(tile_bits, width):
     return count
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _quad_start(q0, step1, step2):
     """The first amplitude ``a`` of quadruple number ``q0`` (a multiple of step1): q0 with zero bits
     put in at the two gates' bits. Its quadruple is a, a + step1, a + step2, a + step1 + step2."""
@@ -416,7 +418,7 @@ def _quad_start(q0, step1, step2):
     return ((q0 & ~mid) << np.uint64(2)) | ((q0 & mid & ~low) << np.uint64(1))
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _apply_rx_pair(re, im, bit1, bit2, m1, m2):
     """Two RX-shaped gates, on bits bit1 < bit2, in one sweep: each quadruple of amplitudes is loaded
     and stored once, not twice (gates on tiles are bound by loads and stores, not arithmetic)."""
@@ -436,7 +438,7 @@ def _apply_rx_pair(re, im, bit1, bit2, m1, m2):
             re[b], im[b], re[d], im[d] = c2 * br - s2 * di, c2 * bi + s2 * dr, c2 * dr - s2 * bi, c2 * di + s2 * br
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _apply_range(re, im, tile_bits, mats, first, last):
     """Gates first..last-1 (on ascending bits), two RX-shaped ones per sweep where they follow each
     other (and the lower bit's runs are long enough to vectorise)."""
@@ -450,7 +452,7 @@ def _apply_range(re, im, tile_bits, mats, first, last):
             i += 1
 
 
-@njit(cache=True)
+@njit()
 def _apply_gates(re, im, tile_bits, mats):
     """All of a pass's gates on a tile: those on the low tile bits one L1-sized block at a time."""
     width = re.size
@@ -460,7 +462,7 @@ def _apply_gates(re, im, tile_bits, mats):
     _apply_range(re, im, tile_bits, mats, inner, mats.shape[0])
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses, tile_bits, generators, out, nthreads, undo):
     """One adjoint pass over a product layer: out[t, i] += Im⟨λ|P_i|φ⟩ (P = X for 1, Y for 2) and
     φ, λ ← U_i† φ, U_i† λ (``inverses[i]``) for every gate of the pass. The gates act on distinct
@@ -485,7 +487,7 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
                 _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _x_moment_pair(pre, pim, lre, lim, bit1, bit2):
     """Im⟨λ|X|φ⟩ on bit1 and on bit2 (bit1 < bit2) in one sweep over the quadruples."""
     step1 = np.uint64(1) << np.uint64(bit1)
@@ -504,7 +506,7 @@ def _x_moment_pair(pre, pim, lre, lim, bit1, bit2):
     return acc1, acc2
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, first, last):
     """out[t, i] += the moment of gate i, for gates first..last-1, two X moments per sweep where they follow each other."""
     i = first
@@ -519,7 +521,7 @@ def _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, first, las
             i += 1
 
 
-@njit(cache=True)
+@njit()
 def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
     width = pre.size
     inner = _inner_count(tile_bits, width)
@@ -529,7 +531,7 @@ def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
     _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, inner, tile_bits.size)
 
 
-@njit(cache=True)
+@njit()
 def _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed):
     """levels[k] (any per-amplitude array) of a tile's amplitudes, in the tile's order (as ``_gather`` lays them out)."""
     size = np.uint64(1) << np.uint64(run_bits)
@@ -550,7 +552,7 @@ def _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed):
     return out
 
 
-@njit(cache=True)
+@njit()
 def _phase_tile(re, im, tile_levels, phases):
     """Buffers *= phases[level] per amplitude: a uniform diagonal block on a gathered tile."""
     for t in range(re.size):
@@ -560,7 +562,7 @@ def _phase_tile(re, im, tile_levels, phases):
         im[t] = xr * p.imag + xi * p.real
 
 
-@njit(cache=True)
+@njit()
 def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
     """sums[t] += (Σ q, Σ q·level) over a tile, q = Im(conj(λ) φ): a uniform block's moments."""
     s0 = 0.0
@@ -573,7 +575,7 @@ def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
     sums[t, 1] += s1
 
 
-@njit(cache=True)
+@njit()
 def _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels):
     """Write a tile of a product state times phases[level] (``source``: see ``engine._source_tables``):
     amplitude (run, j) = Π rest factors · high_table[run] · run_table[j] · phases[level]."""
@@ -603,7 +605,7 @@ def _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_le
         _phase_tile(re, im, tile_levels, phases)
 
 
-@njit(cache=True)
+@njit()
 def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source):
     """A tile of psi, or, when ``source`` has tables, of the product state it describes."""
     if source[2].size:
@@ -614,7 +616,7 @@ def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source)
         _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def layer_apply(
     source,
     psi,
@@ -670,7 +672,7 @@ def layer_apply(
     return total
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2):
     """psi ← gates2 · phases[levels] · gates1 psi in one pass: a pass of one layer, the uniform diagonal
     block after it and a pass of the next layer, all of one tiling. ``keep`` (unless empty) is left
@@ -691,7 +693,7 @@ def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, 
 NO_DIAGONAL, DIAGONAL_AT_OUTPUT, DIAGONAL_AT_INPUT = 0, 1, 2
 
 
-@njit(cache=True, parallel=True, fastmath=True)
+@njit(parallel=True, fastmath=True)
 def layer_adjoint_lambda(
     phi,
     lam,
@@ -756,7 +758,7 @@ def layer_adjoint_lambda(
                 _level_sums(pre, pim, lre, lim, tile_levels, sums, t)
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def cnot(psi, control, target):
     """Swap the target pair wherever the control bit is set."""
     lo_bit, hi_bit = min(control, target), max(control, target)
@@ -769,7 +771,7 @@ def cnot(psi, control, target):
         psi[k], psi[k1] = psi[k1], psi[k]
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def expval_and_lambda(psi, diagonal, lam):
     """⟨ψ|D|ψ⟩ and λ = D ψ for a real diagonal D, in one pass."""
     total = 0.0
@@ -780,7 +782,7 @@ def expval_and_lambda(psi, diagonal, lam):
     return total
 
 
-@njit(cache=True, parallel=True)
+@njit(parallel=True)
 def expval(psi, diagonal):
     total = 0.0
     for k in prange(psi.size):

@@ -1,45 +1,84 @@
-"""The fused simulator's one-time cost: its numba kernels compile on first use (about 45 s on two
-cores) and are cached on disk. This module says whether that has happened in this installation,
-and does it on request (``qbackends warmup``).
+"""The fused simulator's one-time cost: its numba kernels compile on first use and are cached on disk.
+This module says whether that has happened in this installation and how long it takes here, and does
+it on request (``qbackends warmup``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import math
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-COMPILE_SECONDS = 15.0  # measured on the 2-core CI machine with an empty numba cache
+COMPILE_SECONDS = 45.0  # every kernel from an empty numba cache on 2 cores; until this installation times its own
+SECONDS_FILE = "qbackends-kernels.seconds"  # beside the marker: how long the last compile here took
 
 
-def _marker() -> Path:
+def _folder() -> Path | None:
+    """Where the marker goes: beside numba's cache of the kernels (None when they are not cached)."""
+    from . import kernels
+
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    return Path(chosen) if chosen else kernels.CACHE.folder
+
+
+def _marker() -> Path | None:
     """A file beside numba's cache of the kernels, named after what invalidates that cache."""
     from importlib import metadata
 
     from . import kernels
 
+    folder = _folder()
+    if folder is None:
+        return None
     source = Path(kernels.__file__)
     key = hashlib.sha256(source.read_bytes() + metadata.version("numba").encode()).hexdigest()[:16]
-    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or kernels.CACHE_DIR)
     return folder / f"qbackends-kernels-{key}.compiled"
 
 
 def compiled() -> bool:
     """True once the kernels have been compiled and cached in this installation."""
     try:
-        return _marker().exists()
+        marker = _marker()
+        return marker is not None and marker.exists()
     except OSError:
         return False
 
 
-def mark_compiled() -> None:
-    """Record that every kernel has been compiled (a value and a gradient ran)."""
+def compile_seconds() -> float:
+    """How long compiling the kernels takes here: what the last compile measured, else ``COMPILE_SECONDS``."""
+    folder = _folder()
     try:
-        marker = _marker()
+        seconds = float((folder / SECONDS_FILE).read_text()) if folder is not None else math.nan
+    except (OSError, ValueError):
+        seconds = math.nan
+    return seconds if math.isfinite(seconds) and seconds > 0 else COMPILE_SECONDS
+
+
+def mark_compiled(seconds: float = 0.0) -> None:
+    """Record that every kernel has been compiled (a value and a gradient ran), and, when they were
+    compiled just now rather than loaded (``seconds`` > 0), how long numba took."""
+    marker = _marker()
+    if marker is None:  # not cached: they compile again next time
+        return
+    try:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
+        if seconds > 0:
+            (marker.parent / SECONDS_FILE).write_text(f"{seconds:.1f}\n")
     except OSError:  # a read-only installation: the kernels compile again next time
         pass
+
+
+@contextlib.contextmanager
+def timing_compiles(add: Callable[[float], None]) -> Iterator[None]:
+    """Within the block, ``add(seconds)`` the time numba spent compiling (loads from its cache do not count)."""
+    from numba.core import event
+
+    with event.install_timer("numba:compile", add):
+        yield
 
 
 def compile_kernels() -> None:
@@ -60,8 +99,6 @@ def compile_kernels() -> None:
         qml.RY(x[1], wires=2)
         return qml.expval(hamiltonian)
 
-    qml.grad(circuit)(qml.numpy.array([0.1, 0.2], requires_grad=True))
-
     cost = qml.Hamiltonian([0.5] * 3, [qml.Z(0) @ qml.Z(1), qml.Z(1) @ qml.Z(2), qml.Z(0) @ qml.Z(2)])
     mixer = qml.Hamiltonian([1.0] * 3, [qml.X(w) for w in range(3)])
 
@@ -74,7 +111,10 @@ def compile_kernels() -> None:
             qml.qaoa.mixer_layer(p[1][layer], mixer)
         return qml.expval(cost)
 
-    angles = [[0.1, 0.2], [0.3, 0.4]]
-    qml.grad(qaoa)(qml.numpy.array(angles, requires_grad=True))
-    qaoa(qml.numpy.array(angles, requires_grad=False))
-    mark_compiled()
+    cold, spent = not compiled(), [0.0]
+    with timing_compiles(spent.append):
+        qml.grad(circuit)(qml.numpy.array([0.1, 0.2], requires_grad=True))
+        angles = [[0.1, 0.2], [0.3, 0.4]]
+        qml.grad(qaoa)(qml.numpy.array(angles, requires_grad=True))
+        qaoa(qml.numpy.array(angles, requires_grad=False))
+    mark_compiled(sum(spent) if cold else 0.0)  # the whole compile, not a recompile of a few

@@ -48,11 +48,11 @@ def _share_cores(ctx: Context) -> None:
         os.sched_setaffinity(0, mine)
     torch.set_num_threads(per)
     try:  # batched.qubit's and fused.qubit's kernels: the same share
-        import numba
+        from ...fused.threads import import_numba
 
-        numba.set_num_threads(per)
-    except (ImportError, ValueError):  # no numba, or fewer threads in its pool than cores here
-        pass
+        import_numba().set_num_threads(per)
+    except (ImportError, ValueError):  # no numba, a NUMBA_NUM_THREADS it refuses (said when a simulator needs it), or
+        pass  # fewer threads in its pool than cores here
 
 
 class _Progress:

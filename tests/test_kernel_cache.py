@@ -1,0 +1,280 @@
+"""Where the simulators' numba kernels are cached: never in a folder another user could write, never a
+broken file read back, and their one-time compile timed; a NUMBA_NUM_THREADS numba refuses is a typed error.
+
+Kernels of the test's own (one small function, compiled in under a second) stand in for the
+simulators' where a fresh cache is needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numba
+import pytest
+from numba.core.caching import UserProvidedCacheLocator
+
+import qbackends
+from qbackends import policy
+from qbackends.batched import kernels as batched_kernels
+from qbackends.cli import main
+from qbackends.fused import kernels, warmup
+from qbackends.workloads import qaoa
+
+TINY = """from pathlib import Path
+
+from qbackends.fused.cachedir import kernel_cache
+
+CACHE = kernel_cache(Path(__file__))
+
+
+@CACHE.njit()
+def add(a, b):
+    return a + b
+"""
+
+
+_IMPORTS = itertools.count()
+
+
+def _import(source: Path):
+    """Import ``source`` afresh (a new module object, so new dispatchers that read numba's cache again)."""
+    spec = importlib.util.spec_from_file_location(f"tiny_kernels_{next(_IMPORTS)}", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _index_name(source: Path, function: str, text: str) -> str:
+    """The name numba gives ``function``'s cache index: file stem, qualname, first line, Python version."""
+    line = text.splitlines().index(f"def {function}(a, b):")  # the decorator's line, counted from 1
+    return f"{source.stem}.{function}-{line}.py{sys.version_info.major}{sys.version_info.minor}{sys.abiflags}.nbi"
+
+
+class _Planted:
+    """What another user could plant as an index: unpickling it creates ``proof``."""
+
+    def __init__(self, proof: Path) -> None:
+        self.proof = proof
+
+    def __reduce__(self):
+        return (open, (str(self.proof), "w"))
+
+
+@pytest.fixture
+def read_only(monkeypatch, tmp_path):
+    """A source folder whose __pycache__ cannot be made and a HOME cache that cannot be written (a file is
+    in the way, as a read-only installation is to numba), and a temporary directory of the test's own."""
+    source = tmp_path / "site" / "tinykernels.py"
+    source.parent.mkdir()
+    source.write_text(TINY)
+    (source.parent / "__pycache__").write_text("")
+    (tmp_path / "home").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / "cache"))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    return source
+
+
+def test_the_simulators_kernels_are_cached_where_numba_caches_them():
+    """The folder decided before the kernels are defined is the one numba uses, and numba's settings are left as they were."""
+    assert Path(kernels.parity.stats.cache_path) == kernels.CACHE.folder
+    assert Path(batched_kernels._mm.stats.cache_path) == batched_kernels.CACHE.folder
+    assert numba.config.CACHE_DIR == os.environ.get("NUMBA_CACHE_DIR", "")
+
+
+def test_a_read_only_installation_caches_kernels_in_a_private_temporary_folder(read_only, tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="qbackends"):
+        module = _import(read_only)
+    fallback = tmp_path / "tmp" / f"qbackends-numba-{os.getuid()}"
+    assert (fallback.stat().st_mode & 0o777) == 0o700
+    assert module.CACHE.folder == fallback / UserProvidedCacheLocator.get_suitable_cache_subpath(str(read_only))
+    assert module.add(2, 3) == 5
+    assert module.add.stats.cache_path == str(module.CACHE.folder)
+    assert (module.CACHE.folder / _index_name(read_only, "add", TINY)).is_file()
+    assert numba.config.CACHE_DIR == ""  # set only while each kernel was defined
+    assert caplog.messages == [
+        f"qbackends: numba can write its cache neither beside the kernels' source nor in {tmp_path / 'home' / 'cache' / 'numba'}; "
+        f"the kernels are cached in {fallback} (set NUMBA_CACHE_DIR to keep them elsewhere)."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("planted_by", "reason"),
+    [
+        ("mode 0777", "its mode is 0777, not 0700"),
+        ("another user", "it belongs to uid 12345, not to uid {uid}"),
+        ("a symbolic link", "it is a symbolic link"),
+    ],
+)
+def test_a_temporary_folder_others_could_write_is_never_read(read_only, tmp_path, caplog, planted_by, reason):
+    """Another user made the folder first and put an index in it: the kernels are not cached, nothing there is read."""
+    fallback = tmp_path / "tmp" / f"qbackends-numba-{os.getuid()}"
+    planted = tmp_path / "theirs" if planted_by == "a symbolic link" else fallback
+    subfolder = planted / UserProvidedCacheLocator.get_suitable_cache_subpath(str(read_only))
+    subfolder.mkdir(parents=True)
+    proof = tmp_path / "their-code-ran"
+    (subfolder / _index_name(read_only, "add", TINY)).write_bytes(pickle.dumps(_Planted(proof)))
+    if planted_by == "mode 0777":
+        fallback.chmod(0o777)
+    elif planted_by == "another user":
+        os.chown(fallback, 12345, 12345)
+        fallback.chmod(0o700)
+    else:
+        planted.chmod(0o700)
+        fallback.symlink_to(planted)
+    with caplog.at_level("WARNING", logger="qbackends"):
+        module = _import(read_only)
+    assert module.CACHE.folder is None
+    assert module.add(2, 3) == 5
+    assert module.add.stats.cache_path is None  # numba's cache is off for these kernels
+    assert not proof.exists()
+    assert [p.name for p in subfolder.iterdir()] == [_index_name(read_only, "add", TINY)]
+    assert caplog.messages == [
+        f"qbackends: numba can write its cache neither beside the kernels' source nor in {tmp_path / 'home' / 'cache' / 'numba'}, "
+        f"and {fallback} is not private to this user ({reason.format(uid=os.getuid())}): the kernels are not cached, so "
+        f"they compile in every run. Fix: set NUMBA_CACHE_DIR to a folder of your own, or remove {fallback} if it is yours."
+    ]
+
+
+def test_fused_kernels_are_not_cached_in_a_temporary_folder_another_user_made(tmp_path):
+    """The real kernels module, in a read-only installation (a copy whose __pycache__ cannot be made)."""
+    site = tmp_path / "site"
+    shutil.copytree(Path(qbackends.__file__).parent, site / "qbackends", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "qbackends" / "fused" / "__pycache__").write_text("")
+    (tmp_path / "home").write_text("")
+    fallback = tmp_path / "tmp" / f"qbackends-numba-{os.getuid()}"
+    fallback.mkdir(parents=True)
+    fallback.chmod(0o777)
+    env = dict(os.environ, PYTHONPATH=str(site), TMPDIR=str(tmp_path / "tmp"), XDG_CACHE_HOME=str(tmp_path / "home" / "c"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = "from qbackends.fused import kernels; print(kernels.CACHE.folder, kernels.zsign(3), kernels.zsign.stats.cache_path)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "1.0", "None"]
+    assert f"and {fallback} is not private to this user (its mode is 0777, not 0700)" in out.stderr
+    assert list(fallback.iterdir()) == []
+
+
+def _corrupt(folder: Path, index: str, how: str) -> str:
+    """Break one file of a cache as disks, copies and killed processes do; the name of the broken file."""
+    data = folder / index.replace(".nbi", ".1.nbc")
+    if how == "truncated data":
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+        return data.name
+    if how == "data is a folder":
+        data.unlink()
+        (data / "x").mkdir(parents=True)
+        return data.name
+    text = (folder / index).read_bytes()
+    if how == "empty index":
+        text = b""
+    elif how == "garbled index":
+        text = text[:60] + b"\xce" * 30 + text[90:]
+    (folder / index).write_bytes(text)
+    return index
+
+
+@pytest.mark.parametrize("how", ["truncated data", "data is a folder", "empty index", "garbled index"])
+def test_a_broken_cache_file_is_removed_and_its_kernel_compiles_again(monkeypatch, tmp_path, caplog, how):
+    """Each of these made numba fail on every run (EOFError: Ran out of input, UnpicklingError, IsADirectoryError)."""
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    source = tmp_path / "tinykernels.py"
+    source.write_text(TINY)
+    first = _import(source)
+    assert first.add(2, 3) == 5 and sum(first.add.stats.cache_misses.values()) == 1
+    folder = tmp_path / "__pycache__"
+    assert first.CACHE.folder == folder
+    broken = _corrupt(folder, _index_name(source, "add", TINY), how)
+    with caplog.at_level("WARNING", logger="qbackends"):
+        again = _import(source)
+    assert caplog.messages == [
+        f"qbackends: numba's cache in {folder} held files it could not read back ({broken}); they are removed, "
+        "and those kernels compile again."
+    ]
+    assert again.add(2, 3) == 5 and sum(again.add.stats.cache_misses.values()) == 1  # compiled, not loaded
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="qbackends"):
+        third = _import(source)
+    assert third.add(2, 3) == 5 and sum(third.add.stats.cache_hits.values()) == 1  # the rewritten cache loads
+    assert caplog.messages == []
+
+
+def test_the_compile_time_measured_here_is_what_the_message_and_auto_use(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the marker and the measurement are kept
+    assert not warmup.compiled() and warmup.compile_seconds() == warmup.COMPILE_SECONDS == 45.0
+    assert not policy.fused_pays_off(18, 2, 20)  # about 9.5 s saved < 45 s of compiling
+    (tmp_path / warmup.SECONDS_FILE).write_text("5.0\n")  # as a compile here measured
+    assert warmup.compile_seconds() == 5.0 and policy.fused_pays_off(18, 2, 20)
+    with caplog.at_level("WARNING", logger="qbackends"):
+        assert qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=20).name != "qbackends.fused.qubit"
+        assert qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=50).name == "qbackends.fused.qubit"
+    assert caplog.messages == [
+        "qbackends: fused.qubit's kernels are not compiled yet (about 5 s, once per installation), so this short run is "
+        "quicker on another backend; `qbackends warmup` compiles them.",
+        "qbackends: compiling fused.qubit's kernels, once per installation (about 5 s)...",
+    ]
+    warmup.mark_compiled(61.54)
+    assert warmup.compiled() and (tmp_path / warmup.SECONDS_FILE).read_text() == "61.5\n"
+    warmup.mark_compiled(0.0)  # kernels loaded, not compiled: the measurement stays
+    assert warmup.compile_seconds() == 61.5
+    (tmp_path / warmup.SECONDS_FILE).write_text("not a number\n")
+    assert warmup.compile_seconds() == 45.0
+
+
+def test_numbas_compiling_is_timed_and_loading_is_not():
+    spent: list[float] = []
+
+    @numba.njit
+    def double(x):
+        return 2 * x
+
+    with warmup.timing_compiles(spent.append):
+        assert double(21) == 42
+    with warmup.timing_compiles(spent.append):
+        assert double(4) == 8  # compiled already
+    assert len(spent) == 1 and 0 < spent[0] < 60
+
+
+def test_the_documented_compile_time_is_the_constant(capsys):
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert f"about {warmup.COMPILE_SECONDS:.0f} s on two cores" in " ".join(readme.split())
+    with pytest.raises(SystemExit):
+        main(["warmup", "--help"])
+    assert f"about {warmup.COMPILE_SECONDS:.0f} s on two cores" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [
+        (["run", "qaoa", "--device", "local:qbackends/fused.qubit", "--nodes", "4", "--edges", "3", "--iterations", "1"], "0"),
+        (["run", "qaoa", "--iterations", "1"], "0"),  # auto asks whether fused.qubit's kernels are compiled
+        (["run", "qaoa", "--iterations", "1"], "-2"),
+        (["run", "qnn", "--nwires", "4", "--ndata", "32", "--epochs", "1"], "0"),  # auto takes batched.qubit
+    ],
+)
+def test_numba_num_threads_below_one_is_a_one_line_error(tmp_path, command, value):
+    env = dict(os.environ, NUMBA_NUM_THREADS=value)
+    out = subprocess.run(
+        [sys.executable, "-m", "qbackends.cli", *command, "--results-dir", str(tmp_path), "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    cores = len(os.sched_getaffinity(0))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"qbackends: error: NUMBA_NUM_THREADS={value} asks numba for no threads; fused.qubit and batched.qubit need 1 "
+        f"or more (numba's default here: {cores}, the cores this process may use). Fix: unset NUMBA_NUM_THREADS, or "
+        f"set it to a count from 1 to {cores}."
+    )
