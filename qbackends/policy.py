@@ -176,16 +176,33 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
     return get_device(resolved, wires=wires, diff_method=diff_method)
 
 
-def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:
-    """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default
-    adjoint or best), the fastest backend of a ``qnn`` calibration profile of this machine, else batched.qubit up to ``BATCHED_MAX_WIRES``, else default.qubit with backprop
-    up to ``BATCHED_BACKPROP_MAX_WIRES`` (the whole batch as one broadcast state); otherwise what
-    was asked for."""
-    from .device import get_device
-    from .errors import BackendUnavailableError, InsufficientMemoryError
+def qnn_device(spec: str | None, wires: int, diff_method: str, resumed_on: str | None = None) -> tuple[Any, str]:
+    """(device, diff_method) for the dressed QNN's minibatches: under ``auto``, the device a resumed
+    checkpoint was made on (``resumed_on``); else, with the default adjoint or best, the fastest backend
+    of a ``qnn`` calibration profile of this machine, else batched.qubit up to ``BATCHED_MAX_WIRES``,
+    else default.qubit with backprop up to ``BATCHED_BACKPROP_MAX_WIRES`` (the whole batch as one
+    broadcast state); otherwise what was asked for. A bad device string from ``AMZN_BRAKET_DEVICE_ARN``
+    or ``QBACKENDS_DEVICE`` is said to come from there."""
+    import os
 
-    resolved, is_auto = _resolve(spec)
-    if is_auto and diff_method in ("adjoint", "best"):
+    from .device import DEVICE_ENV_VARS, get_device
+    from .errors import BackendUnavailableError, DeviceStringError, InsufficientMemoryError, UnknownBackendError
+
+    source = next((name for name in DEVICE_ENV_VARS if os.environ.get(name)), None) if spec is None else None
+    try:
+        resolved, is_auto = _resolve(spec)
+        chosen = get_device(resolved, wires=wires, diff_method=diff_method) if not is_auto else None
+    except (DeviceStringError, UnknownBackendError) as exc:
+        if source is None:
+            raise
+        raise type(exc)(f"{exc.message.rstrip('.')} (the device string came from {source}).", exc.fix) from exc
+    if chosen is not None:
+        return chosen, diff_method
+    tuned = diff_method in ("adjoint", "best")
+    if resumed_on is not None:  # the same run: on the device it was made on, differentiated as it was
+        method = qnn_diff_method(resumed_on) if tuned else diff_method
+        return get_device(resumed_on, wires=wires, diff_method=method), method
+    if tuned:
         measured = profile_choice("qnn", wires)
         if measured is not None:
             return get_device(measured, wires=wires, diff_method=qnn_diff_method(measured)), qnn_diff_method(measured)
