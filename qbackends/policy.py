@@ -136,14 +136,20 @@ def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2,
     return get_device(spec, wires=wires, diff_method=diff_method, **steps)  # None: get_device names the variable it read
 
 
-def qnn_device(spec: str | None, wires: int, diff_method: str) -> tuple[Any, str]:
-    """(device, diff_method) for the dressed QNN's minibatches: under ``auto`` (with the default adjoint or best),
-    the per-circuit auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's
-    backprop); otherwise what was asked for."""
+def qnn_device(spec: str | None, wires: int, diff_method: str, resumed_on: str | None = None) -> tuple[Any, str]:
+    """(device, diff_method) for the dressed QNN's minibatches: under ``auto``, the device a resumed checkpoint
+    was made on (``resumed_on``, differentiated as it was); else, with the default adjoint or best, the per-circuit
+    auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's backprop);
+    otherwise what was asked for. A bad string from the environment names its variable (``requested_spec``)."""
     from .device import get_device
+    from .devicestring import parse
 
     _, is_auto = _resolve(spec)
-    if is_auto and diff_method in ("adjoint", "best"):
+    tuned = diff_method in ("adjoint", "best")
+    if is_auto and resumed_on is not None and not parse(resumed_on).is_auto:
+        method = qnn_diff_method(resumed_on) if tuned else diff_method
+        return get_device(resumed_on, wires=wires, diff_method=method), method
+    if is_auto and tuned:
         return get_device(spec, wires=wires, diff_method="best"), "best"
     return get_device(spec, wires=wires, diff_method=diff_method), diff_method
 

@@ -51,11 +51,26 @@ def test_stratified_split_keeps_class_proportions():
     assert (labels[test] == 1).sum() == 28 and (labels[test] == -1).sum() == 24
 
 
-def test_default_settings_beat_the_majority_class_clearly():
-    result = qnn.train(qnn.Config(), "local:pennylane/lightning.qubit")
+@pytest.mark.parametrize(("nwires", "accuracy"), [(6, 40 / 52), (4, 39 / 52)])
+def test_default_settings_beat_the_majority_class_clearly(nwires, accuracy):
+    """lr 0.1 ended at the majority-class rate (28/52) at 4 wires; the default 0.03 learns at 4 and 6."""
+    result = qnn.train(qnn.Config(nwires=nwires), "local:pennylane/lightning.qubit")
     assert result["majority_class_rate"] == pytest.approx(28 / 52)
-    assert result["test_accuracy"] >= result["majority_class_rate"] + 0.12, result["history"]
+    assert result["test_accuracy"] == pytest.approx(accuracy), result["history"]
+    assert not result["predicts_one_class"]
     assert result["history"][-1]["train_loss"] < result["history"][0]["train_loss"]
+
+
+def test_cli_defaults_are_the_config_defaults():
+    """``run qnn``, ``sweep qnn`` and the job entry point (Config) train with the same settings."""
+    from qbackends.cli import build_parser
+
+    defaults = qnn.Config()
+    for command in (["run", "qnn"], ["sweep", "qnn"]):
+        args = vars(build_parser().parse_args(command))
+        for name in ("ndata", "batch_size", "epochs", "lr", "gamma", "margin", "seed", "test_fraction", "patience"):
+            assert args[name] == getattr(defaults, name), (command, name)
+    assert build_parser().parse_args(["run", "qnn"]).nwires == defaults.nwires
 
 
 def test_two_gloo_workers_match_one_process_with_the_same_global_batch(tmp_path):
@@ -72,7 +87,7 @@ def test_two_gloo_workers_match_one_process_with_the_same_global_batch(tmp_path)
 def test_scale_lr_keeps_the_per_worker_batch():
     ctx = qnn.Context(rank=0, world=2, distributed=False)  # one shard of a 2-worker run
     result = qnn.train(qnn.Config(**{**SMALL, "ndata": 32}, scale_lr=True), "lightning.qubit", context=ctx)
-    assert result["per_worker_batch"] == 8 and result["learning_rate"] == pytest.approx(0.2)
+    assert result["per_worker_batch"] == 8 and result["learning_rate"] == pytest.approx(2 * qnn.Config().lr)
     with pytest.raises(WorkloadInputError, match="batch_size=7 does not split evenly over 2 workers"):
         qnn.train(qnn.Config(**{**SMALL, "batch_size": 7}), "lightning.qubit", context=ctx)
 
@@ -84,7 +99,7 @@ def test_resume_continues_to_the_uninterrupted_result(tmp_path):
     assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
     for name, values in three["parameters"].items():
         np.testing.assert_allclose(resumed["parameters"][name], values, atol=1e-10, rtol=0)
-    with pytest.raises(WorkloadInputError, match="is of another configuration"):
+    with pytest.raises(WorkloadInputError, match=r"its settings differ \(nwires: 4 then, 3 now\)"):
         qnn.train(qnn.Config(**{**SMALL, "epochs": 3, "nwires": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
 
 
@@ -225,7 +240,8 @@ def test_resume_refuses_another_run_or_a_corrupt_checkpoint(tmp_path):
     path = tmp_path / qnn.CHECKPOINT_FILE
     pristine = torch.load(path, weights_only=True)
     for edit, message in [
-        (lambda s: s.update(epoch=100), "epoch 100 is not a whole number from 1 to --epochs 3"),
+        (lambda s: s.update(epoch=100), "its history does not hold 100 epochs of 6 numbers"),
+        (lambda s: s.update(epoch=0), "epoch 0 is not a whole number of 1 or more"),
         (lambda s: s["model"].update({k: v * float("nan") for k, v in s["model"].items()}), "a model weight is not finite"),
         (lambda s: s["run"].update(data="0" * 64), "the data differ"),
     ]:
@@ -321,3 +337,250 @@ def test_parameter_shift_trains_the_same_run_a_sample_at_a_time():
     adjoint = qnn.train(qnn.Config(**config), "lightning.qubit")
     for name, values in adjoint["parameters"].items():
         np.testing.assert_allclose(shifted["parameters"][name], values, atol=1e-8, rtol=0)
+
+
+CHECKPOINT_FIX = "or another --results-dir (or --checkpoint-dir) to start a new run beside it."
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            {"lr": float("inf")},
+            "lr=inf must be a number in (0, 1] (Adam moves each weight by about lr per step). Fix: pass --lr 0.03.",
+        ),
+        (
+            {"lr": 1e308},
+            "lr=1e+308 must be a number in (0, 1] (Adam moves each weight by about lr per step). Fix: pass --lr 0.03.",
+        ),
+        (
+            {"gamma": float("nan")},
+            "gamma=nan must be a number in (0, 1] (the learning rate's factor per epoch). Fix: pass --gamma 0.99.",
+        ),
+        ({"margin": float("nan")}, "margin=nan must be a finite number, 0 or more. Fix: pass --margin 0.1."),
+        ({"margin": -0.5}, "margin=-0.5 must be a finite number, 0 or more. Fix: pass --margin 0.1."),
+        ({"test_fraction": float("nan")}, "test_fraction=nan must be a number in (0, 1). Fix: pass --test-fraction 0.25."),
+        ({"seed": -1}, "seed=-1 must be a whole number from 0 to 4294967295. Fix: pass --seed 1967."),
+        ({"seed": 2**32}, "seed=4294967296 must be a whole number from 0 to 4294967295. Fix: pass --seed 1967."),
+        ({"patience": 0}, "patience=0 must be at least 1 epoch. Fix: pass --patience 1 or more (or leave it out)."),
+    ],
+)
+def test_settings_no_run_can_use_are_refused_by_name(setting, message):
+    with pytest.raises(WorkloadInputError) as refused:
+        qnn.Config(**{**SMALL, **setting}).validate()
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        (
+            ["--lr", "inf"],
+            "lr=inf must be a number in (0, 1] (Adam moves each weight by about lr per step). Fix: pass --lr 0.03.",
+        ),
+        (["--seed", "-1"], "seed=-1 must be a whole number from 0 to 4294967295. Fix: pass --seed 1967."),
+    ],
+)
+def test_run_qnn_refuses_a_bad_setting_in_one_line_and_writes_nothing(tmp_path, capsys, option, line):
+    from qbackends.cli import main
+
+    assert main(["run", "qnn", "--nwires", "4", "--quiet", "--results-dir", str(tmp_path), *option]) == 2
+    assert capsys.readouterr().err == f"qbackends: error: {line}\n"
+    assert not (tmp_path / qnn.RESULTS_FILE).exists() and not (tmp_path / "checkpoints").exists()
+
+
+def test_a_diverged_run_stops_before_saving_anything_non_finite(tmp_path, capsys):
+    """A margin of 1e308 makes the epoch's summed loss infinite: the run stops in epoch 1, typed, and
+    writes no checkpoint and no results (they held Infinity, which is not JSON)."""
+    from qbackends.cli import main
+
+    cmd = ["run", "qnn", "--nwires", "4", "--ndata", "64", "--margin", "1e308", "--quiet", "--results-dir", str(tmp_path)]
+    assert main(cmd) == 2
+    assert capsys.readouterr().err == (
+        "qbackends: error: QNN training diverged in epoch 1: the training loss is inf. Nothing of epoch 1 was saved. "
+        "Fix: lower --lr (it is 0.03; e.g. --lr 0.003) or --margin (it is 1e+308), and train again.\n"
+    )
+    assert not (tmp_path / qnn.RESULTS_FILE).exists() and not (tmp_path / "checkpoints" / qnn.CHECKPOINT_FILE).exists()
+
+
+def test_divergence_keeps_the_last_good_checkpoint(tmp_path):
+    import torch
+
+    qnn.train(qnn.Config(**SMALL), "lightning.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qnn.CHECKPOINT_FILE
+    state = torch.load(path, weights_only=True)
+    state["model"]["post.weight"] = torch.full_like(state["model"]["post.weight"], 1e308)  # finite, but the loss overflows
+    torch.save(state, path)
+    before = path.read_bytes()
+    with pytest.raises(WorkloadInputError) as diverged:
+        qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert str(diverged.value) == (
+        "QNN training diverged in epoch 2: the training loss is inf. Nothing of epoch 2 was saved; the checkpoint of "
+        "epoch 1 is kept. Fix: lower --lr (it is 0.03; e.g. --lr 0.003) or --margin (it is 0.1), and train again."
+    )
+    assert path.read_bytes() == before
+
+
+def _job(tmp_path, hyperparameters):
+    (tmp_path / "hp.json").write_text(json.dumps(hyperparameters))
+    env = {**os.environ, "AMZN_BRAKET_HP_FILE": str(tmp_path / "hp.json"), "AMZN_BRAKET_JOB_RESULTS_DIR": str(tmp_path / "out")}
+    return subprocess.run([sys.executable, "-m", "qbackends.workloads.qnn"], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("hyperparameters", "line"),
+    [
+        (
+            {"workers": "two"},
+            "Hyperparameter workers='two' is not a whole number of local processes, 1 or more. "
+            'Fix: set workers to 1 or more in the hyperparameters (e.g. "workers": "2").',
+        ),
+        (
+            {"workers": "0"},
+            "Hyperparameter workers='0' is not a whole number of local processes, 1 or more. "
+            'Fix: set workers to 1 or more in the hyperparameters (e.g. "workers": "2").',
+        ),
+        (
+            {"seed": "-1"},
+            "seed=-1 must be a whole number from 0 to 4294967295. Fix: set seed to 1967 in the hyperparameters.",
+        ),
+        (
+            {"lr": "inf"},
+            "lr=inf must be a number in (0, 1] (Adam moves each weight by about lr per step). "
+            "Fix: set lr to 0.03 in the hyperparameters.",
+        ),
+    ],
+)
+def test_the_job_entry_point_refuses_bad_hyperparameters_in_one_line(tmp_path, hyperparameters, line):
+    done = _job(tmp_path, {"nwires": "3", "ndata": "32", "epochs": "1", **hyperparameters})
+    assert done.returncode == 2 and done.stderr == f"qbackends: error: {line}\n", done.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
+
+
+def test_resume_with_fewer_epochs_says_the_checkpoint_is_further_along(tmp_path):
+    qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path)
+    with pytest.raises(WorkloadInputError) as refused:
+        qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert str(refused.value) == (
+        f"Checkpoint {str(tmp_path / qnn.CHECKPOINT_FILE)!r} holds 3 finished epochs, more than --epochs 2 asks for. "
+        f"Fix: pass --epochs 3 or more to continue it, {CHECKPOINT_FIX}"
+    )
+    finished = qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert [h["epoch"] for h in finished["history"]] == [1, 2, 3]
+
+
+def test_resume_names_the_one_setting_that_differs(tmp_path):
+    qnn.train(qnn.Config(**SMALL), "lightning.qubit", checkpoint_dir=tmp_path)
+    with pytest.raises(WorkloadInputError) as refused:
+        qnn.train(qnn.Config(**{**SMALL, "epochs": 2, "lr": 0.2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert str(refused.value) == (
+        f"Checkpoint {str(tmp_path / qnn.CHECKPOINT_FILE)!r} is of another run: its settings differ (lr: 0.03 then, 0.2 "
+        f"now). Fix: resume with the settings, data, --device and --workers it was made with, or pass another "
+        "--results-dir (or --checkpoint-dir) to start a new run beside it."
+    )
+
+
+def test_a_resumed_auto_run_stays_on_its_checkpoints_device_after_calibration(tmp_path, monkeypatch):
+    """A qnn calibration profile made after the first epochs points auto elsewhere; the resumed run
+    (no --device) continues where it was made, to the uninterrupted run's result."""
+    from qbackends import policy
+    from qbackends.cli import main
+
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
+    monkeypatch.delenv("QBACKENDS_DEVICE", raising=False)
+    monkeypatch.delenv("AMZN_BRAKET_DEVICE_ARN", raising=False)
+    config = qnn.Config(**{**SMALL, "epochs": 2})
+    uninterrupted = qnn.train(config, None)
+    qnn.train(qnn.Config(**SMALL), None, checkpoint_dir=tmp_path / "run")
+    calibrate = ["calibrate", "--workload", "qnn", "--sizes", "4", "--repeats", "1"]
+    assert main([*calibrate, "--backends", "local:pennylane/default.qubit"]) == 0
+    assert policy.qnn_device(None, 4, "adjoint")[0].name == "default.qubit"  # what a new run takes now
+    resumed = qnn.train(config, None, checkpoint_dir=tmp_path / "run", resume=True)
+    assert resumed["device"] == uninterrupted["device"] == "qbackends.batched.qubit"
+    for name, values in uninterrupted["parameters"].items():
+        np.testing.assert_allclose(resumed["parameters"][name], values, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "QBACKENDS_DEVICE",
+            "local:nope/x",
+            "Unknown provider 'nope' in 'local:nope/x'; registered providers: ",
+        ),
+        (
+            "AMZN_BRAKET_DEVICE_ARN",
+            "local:x",
+            "Device string 'local:x' must have a provider and a simulator separated by '/' "
+            "(the device string came from AMZN_BRAKET_DEVICE_ARN). Fix: ",
+        ),
+    ],
+)
+def test_a_bad_device_string_from_the_environment_is_named(monkeypatch, variable, value, message):
+    from qbackends.errors import QBackendsError
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(QBackendsError) as refused:
+        qnn.train(qnn.Config(**SMALL), None)
+    assert str(refused.value).startswith(message)
+    assert f" (the device string came from {variable}). Fix: " in str(refused.value)
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_run_with_workers_says_so_once_and_leaves_no_process(tmp_path, how):
+    """Ctrl-C (SIGINT to the whole process group) or SIGTERM to the command: every worker stops, and
+    the command ends with one line and exit 130 (it was torch's death-signal line, worker tracebacks
+    and an internal error)."""
+    cmd = [sys.executable, "-m", "qbackends.cli", "run", "qnn", "--device", "lightning.qubit", "--nwires", "4"]
+    cmd += ["--ndata", "64", "--batch-size", "8", "--epochs", "200", "--workers", "2", "--quiet", "--results-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    checkpoint = tmp_path / "checkpoints" / qnn.CHECKPOINT_FILE
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert checkpoint.exists(), "training never reached its first checkpoint"
+    started = _descendants(proc.pid)
+    assert len(started) >= 2
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stderr.splitlines()[-1] == "qbackends: interrupted" and "Traceback" not in stderr, stderr[-3000:]
+    assert "death signal" not in stderr and "internal error" not in stderr, stderr[-3000:]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in started if _alive(pid)]
+
+
+def test_run_qnn_says_when_the_model_predicts_one_class(tmp_path):
+    """--lr 0.1 at 4 wires ends at the majority-class rate (28 of 52 held-out rows) after 5 epochs."""
+    cmd = [sys.executable, "-m", "qbackends.cli", "run", "qnn", "--nwires", "4", "--lr", "0.1", "--quiet"]
+    done = subprocess.run([*cmd, "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "held-out accuracy 0.538 (best 0.538, majority class 0.538)" in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        "qbackends: the model predicts one class (held-out accuracy 0.538 = the majority-class rate); "
+        "pass --lr 0.01 (a tenth of 0.1) or train more epochs."
+    )
+    assert json.loads((tmp_path / qnn.RESULTS_FILE).read_text())["predicts_one_class"] is True

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("qbackends")
 
 DEVICE_HELP = "device string, e.g. local:pennylane/lightning.qubit (unset: AMZN_BRAKET_DEVICE_ARN, QBACKENDS_DEVICE, else auto)"
 
@@ -79,7 +82,7 @@ def _qnn_options(p: Any) -> None:
     p.add_argument("--ndata", type=int, default=208, help="rows of data used (Sonar has 208)")
     p.add_argument("--batch-size", type=int, default=16, help="global batch size")
     p.add_argument("--epochs", type=int, default=5, help="training epochs")
-    p.add_argument("--lr", type=float, default=0.1, help="Adam learning rate")
+    p.add_argument("--lr", type=float, default=0.03, help="Adam learning rate, in (0, 1]")
     p.add_argument("--gamma", type=float, default=0.99, help="StepLR decay per epoch")
     p.add_argument("--margin", type=float, default=0.1, help="margin of the ranking loss")
     p.add_argument("--seed", type=int, default=1967, help="seed of the split, the sampler and the weights")
@@ -171,6 +174,9 @@ def _run_qnn(args: argparse.Namespace) -> int:
         f"(best {result['best_test_accuracy']:.3f}, majority class {result['majority_class_rate']:.3f}); {phases}"
     )
     print(f"results: {Path(args.results_dir) / qnn.RESULTS_FILE}")
+    warning = qnn.one_class_warning(result)
+    if warning:
+        log.warning("qbackends: %s", warning)
     return 0
 
 
@@ -206,6 +212,9 @@ def _sweep_qnn(args: argparse.Namespace) -> int:
             }
         )
         print(f"nwires {config.nwires}: accuracy {result['test_accuracy']:.3f}, {rows[-1]['seconds']:.1f} s")
+        warning = qnn.one_class_warning(result)
+        if warning:
+            log.warning("qbackends: at %d wires, %s", config.nwires, warning)
     results = Path(args.results_dir)
     atomic_write_json(results / "qnn-sweep.json", rows)
     table = ["| qubits | held-out accuracy | best | seconds | quantum seconds |", "|---|---|---|---|---|"]

@@ -13,7 +13,7 @@ multiplies the learning rate by N instead.
 from __future__ import annotations
 
 from .checkpoint import FILE as CHECKPOINT_FILE
-from .launch import launch, main, worker
+from .launch import launch, main, one_class_warning, worker
 from .model import RANGES, build_model, calibration_step, quantum_layer
 from .training import PHASES, RESULTS_FILE, Config, Context, evaluate, init_distributed, train
 
@@ -30,6 +30,7 @@ __all__ = [
     "init_distributed",
     "launch",
     "main",
+    "one_class_warning",
     "quantum_layer",
     "train",
     "worker",

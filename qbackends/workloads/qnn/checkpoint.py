@@ -57,13 +57,6 @@ def history_from(state: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(keys, row, strict=True)) for row in state["history"]]
 
 
-def _same_run(saved: Any, config: Config) -> bool:
-    """A checkpoint continues a run of the same settings; only the epoch budget may grow."""
-    ignored = ("epochs", "patience")
-    current = {k: v for k, v in asdict(config).items() if k not in ignored}
-    return isinstance(saved, dict) and {k: v for k, v in saved.items() if k not in ignored} == current
-
-
 def digest(features: np.ndarray, labels: np.ndarray) -> str:
     """The data a run trains on, by content: a file replaced under the same name is another run."""
     import hashlib
@@ -72,38 +65,52 @@ def digest(features: np.ndarray, labels: np.ndarray) -> str:
 
 
 _IDENTITY_WORDS = {
-    "data": "the data differ",
-    "device": "it was made on another device",
-    "workers": "it had another number of workers",
+    "data": "the data differ (the file's contents changed)",
+    "device": "it was made on another device ({!r} then, {!r} now)",
+    "workers": "it had another number of workers ({!r} then, {!r} now)",
 }
+# Settings a resumed run may change: the epoch budget and when to stop early.
+GROWABLE = ("epochs", "patience")
 
 
-def load(path: Path, config: Config, identity: dict[str, str]) -> dict[str, Any]:
-    """A checkpoint of exactly this run, checked field by field; anything else is refused by name."""
+def read(path: Path) -> dict[str, Any]:
+    """A checkpoint's contents, or a typed error when it is not one."""
     import torch
 
     try:
         state = torch.load(path, weights_only=True)  # never unpickles arbitrary objects
-        recorded = state["run"]
+        if not isinstance(state.get("config"), dict) or not isinstance(state.get("run"), dict):
+            raise ValueError("no configuration or run record")
     except Exception as exc:
         raise WorkloadInputError(f"Checkpoint {str(path)!r} is unreadable: {exc}.", "remove it to start over.") from exc
-    if not _same_run(state.get("config"), config):
-        raise WorkloadInputError(
-            f"Checkpoint {str(path)!r} is of another configuration ({state.get('config')}).",
-            "resume with the same options, or remove the checkpoint.",
-        )
-    differences = [
-        f"{words} ({recorded.get(key)!r} then, {identity[key]!r} now)" if key != "data" else words
+    return state
+
+
+def device_of(state: dict[str, Any] | None) -> str | None:
+    """The device a checkpoint was made on (a PennyLane device name), if it says."""
+    device = state["run"].get("device") if state is not None else None
+    return device if isinstance(device, str) else None
+
+
+def check(path: Path, state: dict[str, Any], config: Config, identity: dict[str, str]) -> None:
+    """A checkpoint of exactly this run, checked field by field; anything else is refused by name."""
+    saved, recorded = state["config"], state["run"]
+    settings = [
+        f"{k}: {saved.get(k)!r} then, {v!r} now" for k, v in asdict(config).items() if k not in GROWABLE and saved.get(k) != v
+    ]
+    differences = [f"its settings differ ({', '.join(settings)})"] if settings else []
+    differences += [
+        words.format(recorded.get(key), identity[key])
         for key, words in _IDENTITY_WORDS.items()
         if recorded.get(key) != identity[key]
     ]
     if differences:
         raise WorkloadInputError(
             f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.",
-            "resume with the same data, --device and --workers, or remove the checkpoint to start over.",
+            "resume with the settings, data, --device and --workers it was made with, or pass another --results-dir "
+            "(or --checkpoint-dir) to start a new run beside it.",
         )
     check_state(path, state, config)
-    return state
 
 
 def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
@@ -113,8 +120,8 @@ def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
         return WorkloadInputError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
 
     epoch = state.get("epoch")
-    if not isinstance(epoch, int) or isinstance(epoch, bool) or not 1 <= epoch <= config.epochs:
-        raise bad(f"epoch {epoch!r} is not a whole number from 1 to --epochs {config.epochs}")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        raise bad(f"epoch {epoch!r} is not a whole number of 1 or more")
     history = state.get("history")
     if not isinstance(history, list) or len(history) != epoch or any(not isinstance(r, list) or len(r) != 6 for r in history):
         raise bad(f"its history does not hold {epoch} epochs of 6 numbers")
@@ -123,3 +130,9 @@ def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
         raise bad("the model's weights are missing")
     if not all(bool(torch.isfinite(t).all()) for t in weights.values()):
         raise bad("a model weight is not finite")
+    if epoch > config.epochs:  # a sound checkpoint, further along than asked
+        raise WorkloadInputError(
+            f"Checkpoint {str(path)!r} holds {epoch} finished epochs, more than --epochs {config.epochs} asks for.",
+            f"pass --epochs {epoch} or more to continue it, or another --results-dir (or --checkpoint-dir) to start a "
+            "new run beside it.",
+        )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ...errors import WorkloadInputError
+from ...errors import QBackendsError, WorkloadInputError
 from ...storage import atomic_write_json
-from .training import RESULTS_FILE, Config, Context, init_distributed, train
+from .training import RESULTS_FILE, Config, Context, hyperparameter, init_distributed, option, train
 
 
 def worker(
@@ -89,11 +93,17 @@ def launch(
     quiet: bool = False,
     monitor_interval: float = 0.5,
 ) -> dict[str, Any]:
-    """Train on ``workers`` local processes through torch's elastic launcher (what torchrun runs)."""
+    """Train on ``workers`` local processes through torch's elastic launcher (what torchrun runs).
+
+    Raises:
+        KeyboardInterrupt: on SIGINT or SIGTERM, once the workers are stopped.
+        QBackendsError: a worker's typed error, or a worker that died, in one line.
+    """
     config.validate()
     args = (asdict(config), device, results_dir, checkpoint_dir, resume, quiet)
     if workers == 1:
         return worker(*args)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -108,20 +118,19 @@ def launch(
         monitor_interval=monitor_interval,
         start_method="spawn",
     )
-    import logging
-
     # One OpenMP thread team per worker, sharing the cores: oversubscription stalls the all-reduce.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    # The launcher logs a failed worker with a traceback; the error below says it in one line.
-    for name in ("torch.distributed.elastic", "torch.multiprocessing.spawn"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::UserWarning:multiprocessing.resource_tracker")
     try:
-        results = elastic_launch(launch_config, worker)(*args)
+        with _launcher_quiet():
+            results = elastic_launch(launch_config, _local_worker)(*args)
+    except SignalException:  # the launcher stopped the workers; the CLI says "interrupted" once
+        raise KeyboardInterrupt from None
     except ChildFailedError as exc:
+        typed = _typed_failure(exc)
+        if typed is not None:
+            raise typed from None
         rank, failure = exc.get_first_failure()
-        from ...errors import QBackendsError
-
         message = failure.message.get("message", "") if isinstance(failure.message, dict) else failure.message
         why = message or f"killed by signal {failure.signal_name()}" if failure.exitcode < 0 else message or "no error message"
         raise QBackendsError(
@@ -131,15 +140,80 @@ def launch(
     return results[0]
 
 
+@contextlib.contextmanager
+def _launcher_quiet() -> Iterator[None]:
+    """The launcher's logging muted (errors are said in one line) and its signal handlers undone afterwards."""
+    import logging
+
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("torch.distributed.elastic")]
+    loggers = [logging.getLogger(n) for n in (*names, "torch.multiprocessing.spawn")]
+    levels = [logger.level for logger in loggers]
+    handlers = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _local_worker(*args: Any) -> dict[str, Any]:
+    """``worker`` in a process ``launch`` started: an interrupt ends it quietly with code 130 (the
+    launcher stops the others and the CLI says it once); a typed error is recorded for ``launch`` to
+    raise, without a traceback."""
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    interrupted = []
+
+    def stop(signum: int, frame: Any) -> None:
+        interrupted.append(signum)
+        for sig in _STOP_SIGNALS:  # one interrupt is enough: no second one inside the cleanup
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, stop)
+    try:
+        return worker(*args)
+    except BaseException as exc:
+        if interrupted:
+            raise SystemExit(130) from None
+        if not isinstance(exc, QBackendsError):
+            raise
+        ErrorHandler().record_exception(exc)
+        raise SystemExit(2) from None
+
+
+def _typed_failure(exc: Any) -> QBackendsError | None:
+    """The first typed error a worker recorded (``_local_worker``), rebuilt from its recorded text."""
+    from ... import errors
+
+    for _, failure in sorted(exc.failures.items()):
+        text = failure.message.get("message", "") if isinstance(failure.message, dict) else failure.message
+        name, _, rest = str(text).partition(": ")
+        kind = getattr(errors, name, None)
+        if isinstance(kind, type) and issubclass(kind, QBackendsError):
+            message, _, fix = rest.rpartition(" Fix: ") if " Fix: " in rest else (rest, "", "")
+            return kind(message, fix)
+    return None
+
+
 def main() -> int:
     """Entry point for a hybrid job: device, hyperparameters, data, checkpoints and results from ``AMZN_BRAKET_*``."""
     from ...hybridjob import JobEnvironment, config_from_hyperparameters, save_job_result
 
     env = JobEnvironment.from_env()
     hps = dict(env.hyperparameters)
-    workers = int(hps.pop("workers", "1"))
+    workers = _workers(hps.pop("workers", "1"))
     data = _channel_file(env.input_dir) if env.input_dir else None
     config = config_from_hyperparameters(Config, hps, **({"data": str(data)} if data else {}))
+    config.validate(hyperparameter)
     results_dir = str(env.results_dir or Path("results/qnn"))
     checkpoint_dir = str(env.checkpoint_dir) if env.checkpoint_dir else None
     result = launch(config, env.device, workers, results_dir, checkpoint_dir, resume=checkpoint_dir is not None, quiet=True)
@@ -147,7 +221,37 @@ def main() -> int:
     print(
         f"qnn: held-out accuracy {result['test_accuracy']:.3f} (majority class {result['majority_class_rate']:.3f}) on {result['device']}"
     )
+    warning = one_class_warning(result, hyperparameter)
+    if warning:
+        print(f"qnn: {warning}", file=sys.stderr)
     return 0
+
+
+def _workers(text: str) -> int:
+    """The ``workers`` hyperparameter: a whole number of local processes, 1 or more."""
+    try:
+        number = float(text)  # "2" or "2.0", as Braket passes numbers
+    except ValueError:
+        number = 0.0
+    if not number.is_integer() or number < 1:
+        raise WorkloadInputError(
+            f"Hyperparameter workers={text!r} is not a whole number of local processes, 1 or more.",
+            'set workers to 1 or more in the hyperparameters (e.g. "workers": "2").',
+        )
+    return int(number)
+
+
+def one_class_warning(result: dict[str, Any], spell: Callable[[str, str], str] = option) -> str | None:
+    """What to change when the trained model predicts one class on the held-out rows, or None."""
+    if not result.get("predicts_one_class"):
+        return None
+    accuracy, majority = result["test_accuracy"], result["majority_class_rate"]
+    rate = "the majority-class rate" if abs(accuracy - majority) < 1e-12 else "the minority-class rate"
+    lr = result["config"]["lr"]
+    return (
+        f"the model predicts one class (held-out accuracy {accuracy:.3f} = {rate}); "
+        f"{spell('lr', f'{lr / 10:g}')} (a tenth of {lr:g}) or train more epochs."
+    )
 
 
 def _channel_file(input_dir: Path) -> Path | None:
