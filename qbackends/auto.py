@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 from .backend import Backend
+from .errors import EnvironmentSettingError
 
 log = logging.getLogger("qbackends")
 
@@ -116,13 +117,13 @@ def _diagonal(op: Any) -> bool:
     return bool(np.allclose(matrix, np.diag(np.diag(matrix))))
 
 
-def structure_key(tape: Any, trainable: Sequence[int], gradient: Any, interface: Any) -> tuple[Any, ...]:
+def structure_key(tape: Any, trainable: Sequence[int], gradient: Any) -> tuple[Any, ...]:
     """What makes two circuits the same for the decision: operations and wires, parameter shapes, measurements."""
     import numpy as np
 
     ops = tuple((op.name, tuple(op.wires), tuple(np.shape(d) for d in op.data)) for op in tape.operations)
     measurements = tuple(m.hash for m in tape.measurements)
-    return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient), str(interface)
+    return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient)
 
 
 # ---- the candidates -------------------------------------------------------------------------
@@ -167,6 +168,35 @@ def candidates(
         )
     fit, _ = screen(chain, wires, precision, diff_method, ignore_memory, facts_for(registry), every=True)
     return [choice.backend for choice in fit]
+
+
+DEVICE_GRADIENTS = ("adjoint", "backprop", "device", "best")
+BACKPROP = frozenset({"pennylane/default.qubit"})  # backends whose results an ML framework differentiates through
+
+
+def gradient_methods(backends: Sequence[Backend], requested: Any, shots: bool) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Backend key -> the gradient method it would use for a circuit asking for ``requested`` (what its
+    ``setup_execution_config`` makes of "best"), without building it; and why the others cannot give it.
+
+    Every state-vector backend here differentiates by adjoint (analytic only); default.qubit also by
+    backprop; a gradient transform (parameter-shift, finite-diff, ...) runs on any of them.
+    """
+    methods: dict[str, str | None] = {}
+    refused: dict[str, str] = {}
+    name = requested if isinstance(requested, str) or requested is None else getattr(requested, "__name__", "transform")
+    for backend in backends:
+        backprop = backend.key in BACKPROP
+        if name is None or name not in DEVICE_GRADIENTS:
+            methods[backend.key] = name
+        elif name == "best":
+            methods[backend.key] = "backprop" if backprop else "parameter-shift" if shots else "adjoint"
+        elif name == "backprop" and not backprop:
+            refused[backend.key] = "no backprop gradient (only default.qubit's results are differentiable by the ML framework)"
+        elif name in ("adjoint", "device") and shots:
+            refused[backend.key] = f"no {name} gradient with finite shots"
+        else:
+            methods[backend.key] = name if name != "device" else "adjoint"
+    return methods, refused
 
 
 # ---- the cost model --------------------------------------------------------------------------
@@ -348,6 +378,8 @@ def decide(
                 continue
             try:
                 seconds = measure(key)
+            except EnvironmentSettingError:
+                raise  # the user's setting, not this backend's refusal
             except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
                 decision.refused[key] = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
                 del timed[key]
@@ -374,6 +406,8 @@ def _first_accepted(decision: Decision, order: Sequence[str], accepts: Callable[
         try:
             if accepts is not None:
                 accepts(key)
+        except EnvironmentSettingError:
+            raise  # the user's setting, not this backend's refusal
         except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
             decision.refused[key] = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
             continue

@@ -20,7 +20,7 @@ import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
 
 from . import auto
-from .errors import QBackendsError
+from .errors import QBackendsError, UnsupportedCircuitError
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 
@@ -77,12 +77,18 @@ class AutoQubit(Device):
             **options,
         }
         self._decisions = self._registry.auto_decisions.setdefault(
-            (tuple(b.key for b in self._candidates), tuple(self.wires) if self.wires is not None else None, repr(self._build)),
+            (
+                tuple(b.key for b in self._candidates),
+                tuple(self.wires) if self.wires is not None else None,
+                repr(self._build),
+                expected_steps,
+            ),
             {},
         )
         self._steps = expected_steps
         self.decisions: list[auto.Decision] = []
         self.last_choice: str | None = None
+        self.last_backend: Any = None
 
     # ---- the tracker reaches the backends ------------------------------------------------------
 
@@ -110,37 +116,16 @@ class AutoQubit(Device):
             self._devices[key] = device
         return device
 
-    def _usable(self, config: ExecutionConfig, circuit: Any) -> tuple[dict[str, str | None], dict[str, str]]:
-        """Backend key -> the gradient method it would use for ``circuit``, for the candidates that can take it;
-        and why the others cannot."""
-        methods: dict[str, str | None] = {}
-        refused: dict[str, str] = {}
-        device_gradient = config.gradient_method in ("adjoint", "backprop", "device", "best")
-        for backend in self._candidates:
-            try:
-                device = self._device(backend.key)
-                if device_gradient and not device.supports_derivatives(config, circuit):
-                    if config.gradient_method != "best":
-                        refused[backend.key] = f"no {config.gradient_method} gradient for this circuit"
-                        continue
-                    methods[backend.key] = "parameter-shift"
-                    continue
-                resolved = device.setup_execution_config(config, circuit).gradient_method
-                methods[backend.key] = resolved if isinstance(resolved, str) or resolved is None else "transform"
-            except QBackendsError as exc:
-                refused[backend.key] = exc.one_line()[:160]
-        return methods, refused
-
     def _decide(self, config: ExecutionConfig, circuit: Any) -> auto.Decision:
         trainable = qml.math.get_trainable_indices(circuit.get_parameters(trainable_only=False))
-        key = auto.structure_key(circuit, sorted(trainable), config.gradient_method, config.interface)
+        key = auto.structure_key(circuit, sorted(trainable), config.gradient_method)
         decision = self._decisions.get(key)
         if decision is None:
-            methods, refused = self._usable(config, circuit)
-            if not methods:
-                auto.raise_refused(auto.Decision("", refused=refused))
             tape = _as_numpy(circuit, sorted(trainable))
             shape = auto.shape_of(tape, self._count or len(circuit.wires), config.gradient_method, sorted(trainable))
+            methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
+            if not methods:
+                auto.raise_refused(auto.Decision("", refused=refused))
             candidates = [b for b in self._candidates if b.key in methods]
             measure = None if circuit.shots else self._trial(config, circuit, tape)
             decision = auto.decide(
@@ -149,7 +134,8 @@ class AutoQubit(Device):
             decision.refused = {**refused, **decision.refused}
             self._decisions[key] = decision
             auto.log_decision(decision, self._registry.backends[decision.backend])
-        self.last_choice = self._registry.backends[decision.backend].device_string
+        self.last_backend = self._registry.backends[decision.backend]
+        self.last_choice = self.last_backend.device_string
         if not self.decisions or self.decisions[-1] is not decision:
             self.decisions.append(decision)
         return decision
@@ -160,6 +146,9 @@ class AutoQubit(Device):
 
         def measure(key: str) -> float:
             device = self._device(key)
+            if config.gradient_method in auto.DEVICE_GRADIENTS and not device.supports_derivatives(config, circuit):
+                if config.gradient_method != "best":
+                    raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
             resolved = device.setup_execution_config(config, circuit)
             program = device.preprocess_transforms(resolved)
             start = time.perf_counter()
@@ -182,6 +171,9 @@ class AutoQubit(Device):
 
         def accepts(key: str) -> None:
             device = self._device(key)
+            if config.gradient_method in auto.DEVICE_GRADIENTS and not device.supports_derivatives(config, circuit):
+                if config.gradient_method != "best":
+                    raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
             resolved = device.setup_execution_config(config, circuit)
             device.preprocess_transforms(resolved)((circuit,))
 
@@ -217,10 +209,12 @@ class AutoQubit(Device):
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
             return self._chosen(execution_config).supports_derivatives(_plain(execution_config), circuit)
-        if execution_config is None or circuit is None:
-            return any(self._device(b.key).supports_derivatives(execution_config, circuit) for b in self._candidates)
-        methods, _ = self._usable(execution_config, circuit)
-        return any(m != "parameter-shift" for m in methods.values())
+        if execution_config is None or circuit is None:  # can any candidate: asked before any circuit is known
+            methods, _ = auto.gradient_methods(
+                self._candidates, execution_config.gradient_method if execution_config else "best", False
+            )
+            return bool(methods)
+        return self._device(self._decide(execution_config, circuit).backend).supports_derivatives(execution_config, circuit)
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
@@ -252,6 +246,12 @@ class AutoQubit(Device):
 
     def execute_and_compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
         return self._chosen(execution_config).execute_and_compute_jvp(circuits, tangents, _plain(execution_config))
+
+
+def running_name(device: Any) -> str:
+    """The PennyLane name of what runs ``device``'s circuits: for the auto device, the backend it took last."""
+    backend = getattr(device, "last_backend", None) if isinstance(device, AutoQubit) else None
+    return str(backend.device_name if backend is not None else device.name)
 
 
 def _plain(config: ExecutionConfig | None) -> ExecutionConfig | None:

@@ -97,3 +97,27 @@ def measure(device_string: str, repeats: int = 5) -> Costs:
         backprop = qnode(WIRES, mixing, qml.Z(0), "backprop")
         costs["backprop"] = _timer(lambda: qml.grad(backprop)(weights), repeats) / forward
     return Costs(**costs)
+
+
+def main() -> None:
+    """``python -m qbackends.costmodel``: the model of every CPU backend ``auto`` may take here, as JSON."""
+    import json
+    import sys
+    import time as clock
+    from dataclasses import asdict
+
+    from .auto import candidates
+    from .registry import get_registry
+
+    model = {}
+    for backend in candidates(get_registry(), WIRES):
+        if backend.hardware in ("cpu", "kokkos"):
+            model[backend.key] = {
+                k: float(f"{v:.4g}") for k, v in asdict(measure(backend.device_string)).items() if v is not None
+            }
+            print(backend.key, model[backend.key], file=sys.stderr, flush=True)
+    print(json.dumps({"schema": 1, "measured": clock.strftime("%Y-%m-%d"), "backends": model}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

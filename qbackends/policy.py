@@ -1,9 +1,7 @@
-"""Which backend a workload's ``auto`` takes: the one that finishes *this* workload soonest here.
+"""What each workload hands ``auto``: its device request, and the step ``qbackends calibrate`` times for it.
 
-Generic ``auto`` (``device.auto_order``) ranks backends for a generic circuit of a given size. A
-workload knows more: the QAOA gradient is diagonal-heavy (fused.qubit's kind of circuit, once its
-kernels are compiled), and the QNN runs small circuits over a minibatch (batched.qubit runs the whole
-minibatch as one call; per-sample adjoint runs are all overhead). Each workload asks here, nowhere else.
+The decision itself is ``qbackends.auto``'s, per circuit, for the workloads as for every other caller;
+a workload adds what only it knows (how many steps its run takes, the gradient its layer wants).
 """
 
 from __future__ import annotations
@@ -17,24 +15,6 @@ log = logging.getLogger("qbackends")
 
 FUSED = "local:qbackends/fused.qubit"
 BATCHED = "local:qbackends/batched.qubit"
-DEFAULT_QUBIT = "local:pennylane/default.qubit"
-
-# Seconds per amplitude of one p=2 value+gradient step, measured on the 2-core CI machine
-# (gnm(22, 33), p=2, qml.qaoa layers: lightning.qubit 7.91 s, fused.qubit 0.30 s; docs/benchmarks.md);
-# a step scales with 2^n and p.
-LIGHTNING_SECONDS_PER_AMPLITUDE = 7.91 / 2**22
-# fused.qubit is faster from here on (interleaved medians, ms, the workload's IsingZZ+RX circuit: 6 qubits
-# fused 4.5 / lightning 5.8; 8: 4.9 / 5.4; 10: 6.5 / 7.1; 12: 8.7 / 9.9; 14: 11.2 / 16.2; 16: 16.0 / 48.8).
-FUSED_MIN_WIRES = 6
-FUSED_SECONDS_PER_AMPLITUDE = 0.30 / 2**22
-
-# The dressed QNN's quantum layer, a batch of 16, forward + backward, same machine (ms, medians of the
-# run in docs/benchmarks.md): batched.qubit 0.75 / 1.6 / 11 / 163 at 4 / 8 / 12 / 16 wires against
-# lightning.qubit 189 / 257 / 372 / 1593 and default.qubit backprop 30 / 56 / 121 / 847. Its memory
-# is the minibatch's states (four per row); beyond 20 wires generic auto again, and without numba
-# default.qubit's broadcast backprop (up to 16 wires, where its memory still fits).
-BATCHED_MAX_WIRES = 20
-BATCHED_BACKPROP_MAX_WIRES = 16
 
 
 @dataclass(frozen=True)
@@ -59,28 +39,14 @@ KINDS = {
 }
 
 
-# Why auto takes each of qbackends' own backends where it does (``qbackends probe`` shows it).
-ROLES = {
-    "qbackends/fused.qubit": (
-        f"for QAOA gradients (diagonal-heavy) from {FUSED_MIN_WIRES} wires once its kernels are compiled; never for "
-        "general circuits such as the QNN layer, where it runs each sample on its own and is 1.1-1.2x slower than "
-        "lightning.qubit (batch 16: 156 vs 143 ms at 4 wires, 302 vs 261 ms at 8)"
-    ),
-    "qbackends/batched.qubit": (
-        f"for the QNN's minibatches up to {BATCHED_MAX_WIRES} wires (the whole batch in one call); not for generic "
-        "auto, where a circuit without a broadcast batch gains nothing from it"
-    ),
-}
-
-
 def auto_role(backend: Any) -> str:
     """When ``auto`` takes ``backend``, in one line."""
-    if backend.key in ROLES:
-        return ROLES[backend.key]
-    if not backend.generic_auto:
+    from .auto import may_take
+
+    if not may_take(backend):
         return "never: only when asked for by name" + (" (it samples only)" if backend.needs_shots else "")
     start = f" from {backend.min_auto_wires} wires" if backend.min_auto_wires else ""
-    return f"generic auto{start}, by calibration profile or else preference {backend.preference}"
+    return f"per circuit{start}: when the cost model, or a trial on the circuit, finds it the fastest here"
 
 
 def calibration_step(kind: str) -> Any:

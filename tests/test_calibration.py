@@ -177,9 +177,9 @@ def test_a_profile_that_cannot_be_written_is_a_typed_error(tmp_path):
         calibration.save_profile(calibration.Profile({}, {}), blocker / "profile.json")
 
 
-def test_each_workload_follows_the_profile_of_its_kind(tmp_path, monkeypatch, caplog):
-    """`qbackends calibrate --workload qnn` times the QNN's own step; its profile (beside the QAOA one)
-    steers the QNN's auto and nothing else; a profile of another kind is not taken for it."""
+def test_each_workload_kind_has_its_own_profile(tmp_path, monkeypatch, caplog):
+    """`qbackends calibrate --workload qnn` times the QNN's own step into a profile beside the QAOA one; the
+    workloads' auto decides per circuit (qbackends.auto), and a profile of another kind is not taken for it."""
     monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
     registry = get_registry()
     facts = qbackends.device.facts_for(registry)
@@ -194,8 +194,7 @@ def test_each_workload_follows_the_profile_of_its_kind(tmp_path, monkeypatch, ca
         calibration.Profile(calibration.fingerprint(facts), slow_batched, kind="qnn"), calibration.profile_path("qnn")
     )
     device, method = policy.qnn_device("auto", 4, "adjoint")
-    assert (device.name, method) == ("default.qubit", "backprop")
-    assert policy.qaoa_device("auto", 4, "adjoint").name != "default.qubit"  # no qaoa profile: the QAOA rule
+    assert (device.name, method) == ("qbackends.auto", "best")  # the per-circuit device, each backend's best gradient
 
     (tmp_path / "profile.json").write_text((tmp_path / "profile-qnn.json").read_text())  # a qnn profile where qaoa's goes
     with caplog.at_level(logging.WARNING, logger="qbackends"):

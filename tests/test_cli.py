@@ -61,8 +61,8 @@ def test_errors_are_one_line(args, start):
 
 def test_probe_says_when_auto_takes_a_backend():
     fused = json.loads(cli("probe", "local:qbackends/fused.qubit", "--json").stdout)
-    assert "never for general circuits such as the QNN layer" in fused["auto"]
-    batched = json.loads(cli("probe", "local:qbackends/batched.qubit", "--json").stdout)
-    assert batched["auto"].startswith("for the QNN's minibatches up to 20 wires")
+    assert fused["auto"] == "per circuit: when the cost model, or a trial on the circuit, finds it the fastest here"
     kokkos = cli("probe", "local:pennylane/lightning.kokkos").stdout
-    assert "generic auto from 16 wires, by calibration profile or else preference 30" in kokkos
+    assert "per circuit from 16 wires: when the cost model, or a trial on the circuit, finds it the fastest here" in kokkos
+    tensor = json.loads(cli("probe", "local:pennylane/lightning.tensor", "--json").stdout)
+    assert tensor["auto"] == "never: only when asked for by name"

@@ -195,11 +195,10 @@ def test_every_exported_string_opens_with_braket_get_device(tmp_path, device):
     opened = next(line for line in out.stdout.splitlines() if line.startswith("opened"))
     assert abs(float(opened.split()[-1]) - 1.0) < 1e-12
     exported = summary["device"]
-    backend = get_registry().lookup(parse(exported))  # and qbackends resolves it to the backend asked for
-    if device == "auto":
-        assert exported == "local:pennylane/lightning.qubit"  # auto's choice at no size on a CPU machine
-    else:
-        assert backend == get_registry().lookup(parse(device))
+    if device == "auto":  # the per-circuit auto device, which the script opens by its PennyLane name
+        assert exported == "local:qbackends/qbackends.auto" and "opened qbackends.auto" in out.stdout
+    else:  # and qbackends resolves it to the backend asked for
+        assert get_registry().lookup(parse(exported)) == get_registry().lookup(parse(device))
 
 
 def test_a_typo_stops_the_job_before_anything_is_made(tmp_path):

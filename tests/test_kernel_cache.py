@@ -22,11 +22,9 @@ import pytest
 from numba.core.caching import UserProvidedCacheLocator
 
 import qbackends
-from qbackends import policy
 from qbackends.batched import kernels as batched_kernels
 from qbackends.cli import main
 from qbackends.fused import kernels, warmup
-from qbackends.workloads import qaoa
 
 TINY = """from pathlib import Path
 
@@ -211,21 +209,22 @@ def test_a_broken_cache_file_is_removed_and_its_kernel_compiles_again(monkeypatc
 
 
 def test_the_compile_time_measured_here_is_what_the_message_and_auto_use(monkeypatch, tmp_path, caplog):
+    from qbackends import auto, get_registry
+
+    fused = get_registry().backends["qbackends/fused.qubit"]
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the marker and the measurement are kept
     assert not warmup.compiled() and warmup.compile_seconds() == warmup.COMPILE_SECONDS == 45.0
-    assert not policy.fused_pays_off(18, 2, 20)  # about 9.5 s saved < 45 s of compiling
+    assert auto.one_time_seconds(fused) == 45.0  # what auto spreads over a run's steps
     (tmp_path / warmup.SECONDS_FILE).write_text("5.0\n")  # as a compile here measured
-    assert warmup.compile_seconds() == 5.0 and policy.fused_pays_off(18, 2, 20)
+    assert warmup.compile_seconds() == 5.0 and auto.one_time_seconds(fused) == 5.0
     with caplog.at_level("WARNING", logger="qbackends"):
-        assert qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=20).name != "qbackends.fused.qubit"
-        assert qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=50).name == "qbackends.fused.qubit"
+        auto.log_decision(auto.Decision("qbackends/fused.qubit"), fused)
     assert caplog.messages == [
-        "qbackends: fused.qubit's kernels are not compiled yet (about 5 s, once per installation), so this short run is "
-        "quicker on another backend; `qbackends warmup` compiles them.",
-        "qbackends: compiling fused.qubit's kernels, once per installation (about 5 s)...",
+        "qbackends: compiling fused.qubit's kernels, once per installation (about 5 s; `qbackends warmup` does it ahead)..."
     ]
     warmup.mark_compiled(61.54)
     assert warmup.compiled() and (tmp_path / warmup.SECONDS_FILE).read_text() == "61.5\n"
+    assert auto.one_time_seconds(fused) == 0.0
     warmup.mark_compiled(0.0)  # kernels loaded, not compiled: the measurement stays
     assert warmup.compile_seconds() == 61.5
     (tmp_path / warmup.SECONDS_FILE).write_text("not a number\n")

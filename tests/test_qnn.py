@@ -480,21 +480,16 @@ def test_resume_names_the_one_setting_that_differs(tmp_path):
     )
 
 
-def test_a_resumed_auto_run_stays_on_its_checkpoints_device_after_calibration(tmp_path, monkeypatch):
-    """A qnn calibration profile made after the first epochs points auto elsewhere; the resumed run
+def test_a_resumed_auto_run_stays_on_its_checkpoints_device_when_auto_would_now_take_another(tmp_path, monkeypatch):
+    """Auto pointed elsewhere after the first epochs (here: the backend excluded); the resumed run
     (no --device) continues where it was made, to the uninterrupted run's result."""
-    from qbackends import policy
-    from qbackends.cli import main
-
-    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
     monkeypatch.delenv("QBACKENDS_DEVICE", raising=False)
     monkeypatch.delenv("AMZN_BRAKET_DEVICE_ARN", raising=False)
     config = qnn.Config(**{**SMALL, "epochs": 2})
     uninterrupted = qnn.train(config, None)
     qnn.train(qnn.Config(**SMALL), None, checkpoint_dir=tmp_path / "run")
-    calibrate = ["calibrate", "--workload", "qnn", "--sizes", "4", "--repeats", "1"]
-    assert main([*calibrate, "--backends", "local:pennylane/default.qubit"]) == 0
-    assert policy.qnn_device(None, 4, "adjoint")[0].name == "default.qubit"  # what a new run takes now
+    monkeypatch.setenv("QBACKENDS_AUTO_EXCLUDE", "local:qbackends/batched.qubit")
+    assert qnn.train(qnn.Config(**SMALL), None)["device"] != "qbackends.batched.qubit"  # what a new run takes now
     resumed = qnn.train(config, None, checkpoint_dir=tmp_path / "run", resume=True)
     assert resumed["device"] == uninterrupted["device"] == "qbackends.batched.qubit"
     for name, values in uninterrupted["parameters"].items():

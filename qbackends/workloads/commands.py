@@ -155,16 +155,16 @@ def _is_rank_zero() -> bool:
 
 
 def cmd_run_qnn(args: argparse.Namespace) -> int:
-    with _run_folders(args.results_dir, _checkpoint_dir(args)):
-        return _run_qnn(args)
-
-
-def _run_qnn(args: argparse.Namespace) -> int:
-    from ..workloads import qnn
-
     _check_workers(args.workers)
     config = _qnn_config(args, args.nwires)
-    config.validate()
+    config.validate()  # before anything is made
+    with _run_folders(args.results_dir, _checkpoint_dir(args)):
+        return _run_qnn(args, config)
+
+
+def _run_qnn(args: argparse.Namespace, config: Any) -> int:
+    from ..workloads import qnn
+
     result = qnn.launch(config, args.device, args.workers, args.results_dir, _checkpoint_dir(args), args.resume, args.quiet)
     if not _is_rank_zero():
         return 0
@@ -248,18 +248,20 @@ def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def cmd_run_qaoa(args: argparse.Namespace) -> int:
-    with _run_folders(args.results_dir, _checkpoint_dir(args)):
-        return _run_qaoa(args)
-
-
-def _run_qaoa(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from ..workloads import qaoa
 
     names = {f.name for f in fields(qaoa.Config)}
     config = qaoa.Config(**{k: v for k, v in vars(args).items() if k in names})
-    config.validate()
+    config.validate()  # before anything is made
+    with _run_folders(args.results_dir, _checkpoint_dir(args)):
+        return _run_qaoa(args, config)
+
+
+def _run_qaoa(args: argparse.Namespace, config: Any) -> int:
+    from tqdm import tqdm
+
+    from ..workloads import qaoa
+
     results_dir = Path(args.results_dir)
     checkpoint_dir = Path(_checkpoint_dir(args))
     bar = tqdm(total=config.iterations, desc="qaoa", unit="it", disable=args.quiet)

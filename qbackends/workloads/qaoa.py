@@ -337,7 +337,9 @@ def run(
     dev = workload_device(device, graph.nodes, config.diff_method, config.layers, config.iterations)
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
-    identity = run_identity(config, graph, dev.name)
+    start_params = pnp.array(initial_params(config), requires_grad=True)
+    device_name = backend_name(dev, energy.qnode, start_params, config.diff_method)
+    identity = run_identity(config, graph, device_name)
     progress = _load_checkpoint(checkpoint, config, identity) if resume and checkpoint else None
     if progress is None:
         progress = Progress(0, initial_params(config).tolist(), [], [], OptimizerState())
@@ -365,7 +367,7 @@ def run(
             f"The optimisation diverged: energy {final_energy}, parameters {np.asarray(params).tolist()}.",
             "lower --stepsize, or use --optimizer adam.",
         )
-    return _results(config, graph, dev, progress, final_energy, np.asarray(probabilities(params)))
+    return _results(config, graph, device_name, progress, final_energy, np.asarray(probabilities(params)))
 
 
 def workload_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
@@ -373,6 +375,18 @@ def workload_device(spec: str | None, wires: int, diff_method: str, layers: int 
     from ..policy import qaoa_device
 
     return qaoa_device(spec, wires, diff_method, layers, iterations)
+
+
+def backend_name(dev: Any, qnode: Any, params: Any, diff_method: str) -> str:
+    """The PennyLane name of the backend that runs ``qnode``: under ``auto``, the one it takes for this circuit
+    (decided now, so that a checkpoint records it and a resumed run continues on it)."""
+    import pennylane as qml
+
+    from ..autodevice import AutoQubit
+
+    if not isinstance(dev, AutoQubit):
+        return str(dev.name)
+    return str(dev.backend_for(qml.workflow.construct_tape(qnode)(params), diff_method).name)
 
 
 def _value_and_grad(qnode: Any) -> Callable[[Any], tuple[Any, Any]]:
@@ -478,13 +492,13 @@ def _check_progress(path: Path, progress: Progress, config: Config) -> None:
 
 
 def _results(
-    config: Config, graph: Graph, dev: Any, progress: Progress, final_energy: float, probs: np.ndarray
+    config: Config, graph: Graph, device_name: str, progress: Progress, final_energy: float, probs: np.ndarray
 ) -> dict[str, Any]:
     best = int(np.argmax(probs))
     bits = format(best, f"0{graph.nodes}b")
     result: dict[str, Any] = {
         "config": asdict(config),
-        "device": dev.name,
+        "device": device_name,
         "graph": {"nodes": graph.nodes, "edges": [list(e) for e in graph.edges]},
         "costs": progress.costs,
         "final_energy": final_energy,

@@ -188,6 +188,9 @@ def _local_worker(*args: Any) -> dict[str, Any]:
             raise
         ErrorHandler().record_exception(exc)
         raise SystemExit(2) from None
+    finally:  # a stop that arrives while the process exits (atexit callbacks) ends it at once, quietly
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, lambda signum, _frame: os._exit(128 + signum))
 
 
 def _typed_failure(exc: Any) -> QBackendsError | None:

@@ -214,15 +214,16 @@ def train(
     state = checkpoints.read(checkpoint) if resume and checkpoint and checkpoint.exists() else None
     _seed_everything(config.seed)
     qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=checkpoints.device_of(state))
-    advice = workers_advice(qdev.name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
+    model = build_model(features.shape[1], config.nwires, qdev, diff_method)
+    device_name = _settled(qdev, model, config.nwires, local_batch)
+    advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
     if advice and ctx.main:
         logging.getLogger("qbackends").warning("qbackends: %s", advice)
-    model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=config.gamma)
     loss_fn = torch.nn.MarginRankingLoss(margin=config.margin)
 
-    identity = {"data": checkpoints.digest(features, labels), "device": qdev.name, "workers": str(ctx.world)}
+    identity = {"data": checkpoints.digest(features, labels), "device": device_name, "workers": str(ctx.world)}
     if state is not None and checkpoint is not None:
         checkpoints.check(checkpoint, state, config, identity)
     history: list[dict[str, Any]] = []
@@ -312,7 +313,7 @@ def train(
         one_class = len(torch.unique(model(x_test) > 0)) == 1
     return {
         "config": asdict(config),
-        "device": qdev.name,
+        "device": device_name,
         "workers": ctx.world,
         "per_worker_batch": local_batch,
         "learning_rate": lr,
@@ -350,6 +351,17 @@ def _check_finite(
         f"QNN training diverged in epoch {epoch}: {what}. Nothing of epoch {epoch} was saved{kept}.",
         f"lower --lr (it is {config.lr:g}; e.g. --lr {config.lr / 10:g}) or --margin (it is {config.margin:g}), and train again.",
     )
+
+
+def _settled(device: Any, model: Any, nwires: int, batch: int) -> str:
+    """The backend that runs the quantum layer: under ``auto``, decided now for a minibatch (its compiled path
+    traces one), so a checkpoint records it and a resumed run continues on it."""
+    from ...autodevice import running_name
+
+    plan = getattr(model.quantum, "plan", None)
+    if plan is not None:
+        plan(nwires, batch)
+    return running_name(device)
 
 
 def _throughput(history: list[dict[str, Any]], rows: int) -> float | None:
