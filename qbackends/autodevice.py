@@ -122,12 +122,12 @@ class AutoQubit(Device):
         decision = self._decisions.get(key)
         if decision is None:
             tape = _as_numpy(circuit, sorted(trainable))
-            shape = auto.shape_of(tape, self._count or len(circuit.wires), config.gradient_method, sorted(trainable))
+            shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, sorted(trainable))
             methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
             if not methods:
                 auto.raise_refused(auto.Decision("", refused=refused))
             candidates = [b for b in self._candidates if b.key in methods]
-            measure = None if circuit.shots else self._trial(config, circuit, tape)
+            measure = None if circuit.shots or tape is None else self._trial(config, circuit, tape)
             decision = auto.decide(
                 shape, methods, candidates, auto.model(self._registry), measure, self._steps, self._accepts(config, circuit)
             )
@@ -263,9 +263,14 @@ def _plain(config: ExecutionConfig | None) -> ExecutionConfig | None:
 
 def _as_numpy(circuit: Any, trainable: list[int]) -> Any:
     """The circuit with its parameters as NumPy values (a trial must not touch the caller's autodiff graph),
-    the trainable ones as the interface marks them."""
-    params = [np.asarray(qml.math.unwrap(p)) for p in circuit.get_parameters(trainable_only=False)]
-    tape = circuit.bind_new_parameters(params, list(range(len(params))))
+    the trainable ones as the interface marks them; None where PennyLane cannot rebind them (a scalar times
+    a sum of terms in 0.45), and the circuit is then decided without a trial."""
+    from pennylane.transforms import convert_to_numpy_parameters
+
+    try:
+        (tape,), _ = convert_to_numpy_parameters(circuit)
+    except (IndexError, ValueError, TypeError):
+        return None
     tape.trainable_params = trainable
     return tape
 
