@@ -55,7 +55,7 @@ class AutoQubit(Device):
         ignore_memory: bool = False,
         **options: Any,
     ) -> None:
-        from .device import check_request, wire_count
+        from .device import GLOBAL_SEED_BOUND, check_request, wire_count
         from .registry import get_registry
 
         self._devices: dict[str, Any] = {}
@@ -68,6 +68,11 @@ class AutoQubit(Device):
         self._candidates = auto.candidates(
             self._registry, count, precision, diff_method, ignore_memory, exclude=exclude, shots=options.get("shots")
         )
+        # One number from NumPy's global generator, as a PennyLane device takes when built: a program seeded
+        # with np.random.seed draws the same data as with qml.device; it seeds every backend's sampler.
+        self._seed = options.pop("seed", None)
+        if self._seed is None or isinstance(self._seed, str):  # None or "global": drawn, as lightning does
+            self._seed = int(np.random.randint(GLOBAL_SEED_BOUND))
         self._build = {
             "precision": precision,
             "decompositions": decompositions,
@@ -107,11 +112,16 @@ class AutoQubit(Device):
     def _device(self, key: str) -> Any:
         device = self._devices.get(key)
         if device is None:
-            from .device import get_device
+            from .device import accepts_option, get_device
 
             backend = self._registry.backends[key]
             wires = list(self.wires) if self.wires is not None else None
-            device = get_device(backend.device_string, wires=wires, **self._build)
+            seed = {"seed": self._seed} if accepts_option(backend, "seed") else {}
+            state = np.random.get_state()  # a backend built here draws nothing more from NumPy's global generator
+            try:
+                device = get_device(backend.device_string, wires=wires, **self._build, **seed)
+            finally:
+                np.random.set_state(state)
             device.tracker = self._tracker
             self._devices[key] = device
         return device

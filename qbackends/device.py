@@ -333,6 +333,31 @@ def device_options(backend: Backend, factory: Callable[..., Any], precision: str
     return result
 
 
+GLOBAL_SEED_BOUND = 2**31 - 1  # what PennyLane-Lightning draws from NumPy's global generator when it is built
+
+
+def seeded(factory: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every device takes one number from NumPy's global generator when it is built, as PennyLane's own do
+    (``seed="global"``), so a program seeded with ``np.random.seed`` draws the same data whatever the backend;
+    a device that does not draw it itself is seeded with it where it takes a ``seed``."""
+    seed = inspect.signature(factory).parameters.get("seed")
+    if "seed" in kwargs or (seed is not None and seed.default == "global"):
+        return kwargs  # given, or the device draws it itself
+    import numpy as np
+
+    draw = int(np.random.randint(GLOBAL_SEED_BOUND))
+    return {**kwargs, "seed": draw} if seed is not None else kwargs
+
+
+def accepts_option(backend: Backend, name: str) -> bool:
+    """Whether ``get_device`` passes the option ``name`` on to this backend's device."""
+    try:
+        accepted, open_ended = _accepted_options(backend.create or device_class(backend.device_name).__init__)
+    except QBackendsError:
+        return False
+    return name in accepted or (open_ended and backend.options is not None and name in backend.options)
+
+
 def _construct(backend: Backend, wires: Any, kwargs: Mapping[str, Any]) -> Any:
     import pennylane as qml
 
@@ -361,7 +386,7 @@ def build(choice: Choice, wires: Any, precision: str, options: Mapping[str, Any]
     """
     backend = choice.backend
     factory = backend.create or device_class(backend.device_name).__init__
-    kwargs = device_options(backend, factory, precision, options)
+    kwargs = seeded(factory, device_options(backend, factory, precision, options))
     try:
         return _construct(backend, wires, kwargs)
     except QBackendsError:

@@ -204,3 +204,35 @@ def test_a_circuit_no_backend_takes_is_one_typed_error():
 
     with pytest.raises((UnsupportedCircuitError, QBackendsError)):
         circuit()
+
+
+@pytest.mark.parametrize(
+    "spec", ["auto", "local:pennylane/lightning.qubit", "local:qbackends/fused.qubit", "local:qbackends/batched.qubit"]
+)
+def test_a_seeded_program_draws_the_same_data_whatever_the_device_line(spec):
+    np.random.seed(1967)
+    qml.device("lightning.qubit", wires=3)
+    expected = np.random.uniform(size=4)
+    np.random.seed(1967)
+    get_device(spec, wires=3)
+    assert np.array_equal(np.random.uniform(size=4), expected)
+
+
+@pytest.mark.parametrize("spec", ["local:qbackends/fused.qubit", "local:pennylane/lightning.qubit", "auto"])
+def test_samples_are_reproducible_under_numpys_seed(spec):
+    def run():
+        np.random.seed(7)
+        device = get_device(spec, wires=2)
+
+        @qml.set_shots(50)
+        @qml.qnode(device)
+        def circuit():
+            qml.Hadamard(0)
+            qml.Hadamard(1)
+            return qml.sample(wires=[0, 1])
+
+        return np.asarray(circuit())
+
+    first, second = run(), run()
+    assert first.shape == (50, 2) and np.array_equal(first, second)
+    assert 0 < first.mean() < 1  # really sampled
