@@ -25,6 +25,17 @@ from .errors import EnvironmentSettingError
 log = logging.getLogger("qbackends")
 
 EXCLUDE_ENV = "QBACKENDS_AUTO_EXCLUDE"
+RULES = (
+    "auto decides per circuit structure, once per process: it reads the circuit (wires, broadcast batch, gates and how "
+    "many are diagonal, measured terms, trainable parameters, shots, the gradient asked for), predicts each backend's "
+    "step from the cost model below (measured on the 2-core reference machine: python -m qbackends.costmodel), tries "
+    "the backends predicted within 4x of the best on the circuit itself when that costs under about 3 s (never with "
+    "finite shots, nor a backend with a one-time cost still to pay), and takes the fastest measured, else the best "
+    "predicted that accepts the circuit. A backend that refuses the circuit is passed over. QBACKENDS_AUTO_EXCLUDE "
+    "(device strings, comma-separated) or get_device('auto', exclude=[...]) removes backends; GPUs are weighed from "
+    "their min_auto_wires. dev.last_choice and dev.decisions show what it took and why; each new decision is logged "
+    "once at INFO on the 'qbackends' logger."
+)
 TRIAL_BUDGET_SECONDS = 3.0  # at most this much trying, once per circuit structure
 CONTENDERS = 4.0  # a backend is tried when predicted within this factor of the best prediction
 TRIAL_ROUNDS = 3  # each contender runs this often, interleaved; the first round (allocation, caches) is not counted
@@ -45,7 +56,7 @@ class Shape:
     Attributes:
         wires: qubits of the state.
         batch: rows of a parameter broadcast (1 without one).
-        gates: operations, templates expanded; ``diagonal`` of them phase-only.
+        gates: operations, templates expanded; ``diagonal`` of them phase-only, in ``runs`` runs of consecutive ones.
         parameters: trainable parameters (the gradient's length).
         terms: Pauli terms measured (a Hamiltonian's count).
         shots: finite shots, or None for analytic results.
@@ -56,6 +67,7 @@ class Shape:
     batch: int = 1
     gates: int = 0
     diagonal: int = 0
+    runs: int = 0
     parameters: int = 0
     terms: int = 1
     shots: int | None = None
@@ -65,7 +77,8 @@ class Shape:
         batch = f", batch {self.batch}" if self.batch > 1 else ""
         grad = f", {self.gradient} gradient of {self.parameters} parameters" if self.gradient else ", no gradient"
         shots = f", {self.shots} shots" if self.shots else ""
-        return f"{self.wires} wires{batch}, {self.gates} gates ({self.diagonal} diagonal), {self.terms} terms{grad}{shots}"
+        diagonal = f"{self.diagonal} diagonal in {self.runs} runs"
+        return f"{self.wires} wires{batch}, {self.gates} gates ({diagonal}), {self.terms} terms{grad}{shots}"
 
 
 def shape_of(tape: Any, wires: int, gradient: Any, trainable: Sequence[int]) -> Shape:
@@ -86,11 +99,13 @@ def shape_of(tape: Any, wires: int, gradient: Any, trainable: Sequence[int]) -> 
         except Exception:  # noqa: BLE001 - an observable without terms
             terms += 1
     method = gradient if isinstance(gradient, str) or gradient is None else getattr(gradient, "__name__", "transform")
+    diagonal = [_diagonal(op) for op in ops]
     return Shape(
         wires=wires,
         batch=tape.batch_size or 1,
         gates=len(ops),
-        diagonal=sum(_diagonal(op) for op in ops),
+        diagonal=sum(diagonal),
+        runs=sum(d and not before for d, before in zip(diagonal, [False, *diagonal[:-1]], strict=True)),
         parameters=len(trainable) if method else 0,
         terms=max(terms, 1),
         shots=tape.shots.total_shots if tape.shots else None,
@@ -209,8 +224,11 @@ class Costs:
     Attributes:
         execution: fixed cost of one device call (preprocessing, binding, results).
         row: cost of each row a broadcast batch is split into (0 where the backend runs the batch at once).
-        gate: per gate and amplitude; ``diagonal`` per diagonal gate and amplitude.
+        gate: per gate and amplitude; ``diagonal`` per diagonal gate and amplitude; ``run`` per run of
+            consecutive diagonal gates and amplitude (a backend that merges a run pays one pass for it).
         term: per measured Pauli term and amplitude.
+        growth: the per-amplitude costs at ``costmodel.LARGE`` qubits over those at ``costmodel.SMALL`` (the state
+            out of the caches); sizes between are interpolated, beyond kept.
         gradient: the step with an adjoint gradient, as a multiple of the forward step.
         backprop: the same for backpropagation through the ML framework (default.qubit).
     """
@@ -220,8 +238,10 @@ class Costs:
     gate: float
     diagonal: float
     term: float
+    run: float = 0.0
     gradient: float = 3.0
     backprop: float | None = None
+    growth: float = 1.0
 
 
 @cache
@@ -252,9 +272,13 @@ def log_decision(decision: Decision, backend: Backend) -> None:
 
 def predict(costs: Costs, shape: Shape, gradient_method: str | None) -> float:
     """Predicted seconds of one step of ``shape`` on a backend with ``costs``."""
-    amplitudes = float(2**shape.wires)
+    from .costmodel import LARGE, SMALL
+
+    scale = costs.growth ** min(max((shape.wires - SMALL) / (LARGE - SMALL), 0.0), 1.0)
+    amplitudes = float(2**shape.wires) * scale
     rows = shape.batch
-    forward = (shape.gates - shape.diagonal) * costs.gate + shape.diagonal * costs.diagonal + shape.terms * costs.term
+    mixing = shape.gates - shape.diagonal
+    forward = mixing * costs.gate + shape.diagonal * costs.diagonal + shape.runs * costs.run + shape.terms * costs.term
     step = costs.execution + rows * (costs.row + amplitudes * forward)
     if gradient_method in ("adjoint", "device"):
         step *= costs.gradient

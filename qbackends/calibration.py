@@ -25,7 +25,6 @@ from .storage import atomic_write_json
 
 log = logging.getLogger("qbackends")
 PROFILE_ENV = "QBACKENDS_PROFILE"
-DEFAULT_SIZES = (12, 16, 20)
 SCHEMA = 1
 # Qubits beyond a backend's measured sizes that ``fastest`` still trusts its extended time: half the
 # spacing of the default sizes (a default qaoa profile, 12/16/20, decides from 10 to 22 qubits).

@@ -13,10 +13,8 @@ from typing import Any
 
 from . import capabilities, devicestring
 from .device import choose, facts_for
-from .errors import QBackendsError
+from .errors import QBackendsError, report
 from .registry import get_registry
-
-EXIT_USAGE = 2
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | None = None) -> str:
@@ -74,6 +72,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     registry = get_registry()
     facts = facts_for(registry)
     spec = devicestring.parse(args.spec)
+    if spec.is_auto:
+        return _probe_auto(args, registry)
     backend = (
         registry.lookup(spec)
         if not spec.is_auto
@@ -124,6 +124,35 @@ def cmd_probe(args: argparse.Namespace) -> int:
     ]
     print(_table(rows, ("probe", args.spec)))
     return 0 if caps.ok and fits is not False else 1
+
+
+def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
+    """How ``auto`` decides, and the backends it weighs here with their measured costs."""
+    from . import auto
+
+    weighed = auto.candidates(registry, args.wires, args.precision, args.diff_method)
+    model = auto.model(registry)
+    rows = []
+    for backend in weighed:
+        costs = model.get(backend.key)
+        rows.append(
+            {
+                "device": backend.device_string,
+                "execution_ms": round(costs.execution * 1e3, 3) if costs else None,
+                "ns_per_gate_amplitude": round(costs.gate * 1e9, 3) if costs else None,
+                "ns_per_diagonal_amplitude": round(costs.diagonal * 1e9, 3) if costs else None,
+                "gradient_factor": round(costs.gradient, 2) if costs else None,
+                "one_time_s": round(auto.one_time_seconds(backend), 1),
+            }
+        )
+    if args.json:
+        print(json.dumps({"rules": auto.RULES, "wires": args.wires, "candidates": rows}, indent=2))
+        return 0
+    print(auto.RULES)
+    header = ("weighed here", "execution ms", "ns/gate/amp", "ns/diagonal/amp", "gradient x", "one-time s")
+    print()
+    print(_table([[r[k] if r[k] is not None else "not measured" for k in r] for r in rows], header))
+    return 0
 
 
 def _verdict(fits: bool | None, ok: bool) -> str:
@@ -339,8 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_working_folder()
         return int(args.func(args) or 0)
     except QBackendsError as exc:
-        print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
-        return getattr(exc, "exit_code", EXIT_USAGE)
+        return report(exc)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         sys.stderr.close()
         return 0

@@ -1,9 +1,11 @@
 """Measuring ``auto``'s cost model: a few circuit classes timed on each backend, fitted into ``auto.Costs``.
 
 Each class isolates one term of ``auto.predict``: a one-gate circuit (the fixed cost of an
-execution), a broadcast batch against one row (the cost per row), layers of mixing gates, of
-diagonal gates, and a many-term observable at ``WIRES`` qubits (each per gate and amplitude), and
-the same mixing layers with an adjoint gradient (the gradient's factor). ``qbackends calibrate
+execution), a broadcast batch against one row (the cost per row), layers of mixing gates, runs of
+diagonal gates with one and two gates per wire (per diagonal gate, and per run: a backend that
+merges a run costs one pass for it), and a many-term observable at ``SMALL`` qubits (each per
+amplitude), the mixing layers at ``LARGE`` qubits (how the cost per amplitude grows once the state
+leaves the caches), and the mixing layers with an adjoint gradient (the gradient's factor). ``qbackends calibrate
 --workload circuits`` runs it on this machine; the shipped model (``data/auto-model.json``) is its
 result on the 2-core reference machine.
 """
@@ -17,7 +19,8 @@ from typing import Any
 
 from .auto import Costs
 
-WIRES = 16
+SMALL = 14  # per-amplitude costs are measured here (the state in cache) ...
+LARGE = 20  # ... and the mixing class here too (the state in memory): their ratio is the model's growth
 LAYERS = 4
 BATCH = 32
 TERMS = 40
@@ -33,8 +36,8 @@ def _timer(step: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(device_string: str, repeats: int = 5, wires: int = WIRES) -> Costs:
-    """Fit the cost terms of one backend from the circuit classes (at ``wires`` qubits)."""
+def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int = LARGE) -> Costs:
+    """Fit the cost terms of one backend from the circuit classes (per amplitude at ``small`` qubits, growth to ``large``)."""
     import numpy as np
     import pennylane as qml
 
@@ -43,7 +46,7 @@ def measure(device_string: str, repeats: int = 5, wires: int = WIRES) -> Costs:
     rng = np.random.default_rng(1967)
 
     def qnode(wires: int, body: Callable[[Any], None], observable: Any, diff_method: str | None = None) -> Any:
-        device = get_device(device_string, wires=wires)
+        device = get_device(device_string, wires=wires, diff_method=diff_method)
 
         @qml.qnode(device, diff_method=diff_method or "best")
         def circuit(x: Any) -> Any:
@@ -61,50 +64,77 @@ def measure(device_string: str, repeats: int = 5, wires: int = WIRES) -> Costs:
     batch = rng.uniform(size=BATCH)
     rows = (_timer(lambda: tiny(batch), repeats) - execution) / (BATCH - 1)
 
-    def mixing(x: Any) -> None:
-        for layer in range(LAYERS):
-            for w in range(wires):
-                qml.RY(x[layer, w], w)
-            for w in range(wires - 1):
-                qml.CNOT([w, w + 1])
+    def mixing(wires: int) -> Callable[[Any], None]:
+        def body(x: Any) -> None:
+            for layer in range(LAYERS):
+                for w in range(wires):
+                    qml.RY(x[layer, w], w)
+                for w in range(wires - 1):
+                    qml.CNOT([w, w + 1])
 
-    def diagonal(x: Any) -> None:
-        for w in range(wires):
-            qml.Hadamard(w)
-        for layer in range(LAYERS):
-            for w in range(wires):
-                qml.IsingZZ(x[layer, w], [w, (w + 1) % wires])
-                qml.RZ(x[layer, w], w)
+        return body
 
-    amplitudes = 2.0**wires
-    weights = qml.numpy.array(rng.uniform(size=(LAYERS, wires)), requires_grad=True)
-    constants = qml.numpy.array(weights, requires_grad=False)  # a forward pass alone (lightning differentiates on execution)
-    mixing_gates = LAYERS * (2 * wires - 1)
-    mixing_circuit, diagonal_circuit = qnode(wires, mixing, qml.Z(0)), qnode(wires, diagonal, qml.Z(0))
-    forward = _timer(lambda: mixing_circuit(constants), repeats)
-    gate = max(forward - execution, 0.0) / (mixing_gates * amplitudes)
-    diag_time = _timer(lambda: diagonal_circuit(constants), repeats)
-    diag = max(diag_time - execution - wires * gate * amplitudes, 0.0) / (2 * LAYERS * wires * amplitudes)
-    words = [qml.Z(int(a)) @ qml.Z(int(b)) for a, b in rng.integers(0, wires, size=(TERMS, 2)) if a != b]
+    def runs(wires: int, with_rz: bool) -> Callable[[Any], None]:
+        """LAYERS runs of diagonal gates (a ring of IsingZZ, and RZ on every wire if ``with_rz``), each ended by an RX layer."""
+
+        def body(x: Any) -> None:
+            for w in range(wires):
+                qml.Hadamard(w)
+            for layer in range(LAYERS):
+                for w in range(wires):
+                    qml.IsingZZ(x[layer, w], [w, (w + 1) % wires])
+                    if with_rz:
+                        qml.RZ(x[layer, w], w)
+                for w in range(wires):
+                    qml.RX(x[layer, w], w)
+
+        return body
+
+    def weights(wires: int, trainable: bool = False) -> Any:
+        return qml.numpy.array(rng.uniform(size=(LAYERS, wires)), requires_grad=trainable)  # forward alone unless trainable
+
+    def seconds(wires: int, body: Callable[[Any], None], observable: Any, times: int = repeats) -> float:
+        circuit, x = qnode(wires, body, observable), weights(wires)
+        return _timer(lambda: circuit(x), times)
+
+    n, amplitudes = small, 2.0**small
+    forward = seconds(n, mixing(n), qml.Z(0))
+    gate = max(forward - execution, 0.0) / (LAYERS * (2 * n - 1) * amplitudes)
+    big = seconds(large, mixing(large), qml.Z(0), max(repeats // 2, 1))
+    growth = (max(big - execution, 0.0) / (LAYERS * (2 * large - 1) * 2.0**large)) / gate if gate > 0 else 1.0
+    both, zz = seconds(n, runs(n, True), qml.Z(0)), seconds(n, runs(n, False), qml.Z(0))
+    diagonal = max(both - zz, 0.0) / (LAYERS * n * amplitudes)
+    mixing_part = (n + LAYERS * n) * gate * amplitudes
+    run = max(zz - execution - mixing_part - LAYERS * n * diagonal * amplitudes, 0.0) / (LAYERS * amplitudes)
+    words = [qml.Z(int(a)) @ qml.Z(int(b)) for a, b in rng.integers(0, n, size=(TERMS, 2)) if a != b]
     hamiltonian = qml.Hamiltonian(list(rng.uniform(size=len(words))), words)
-    terms_circuit = qnode(wires, lambda x: qml.RY(x[0, 0], 0), hamiltonian)
-    term_time = _timer(lambda: terms_circuit(constants), repeats)
-    term = max(term_time - execution - gate * amplitudes, 0.0) / (len(words) * amplitudes)
-    adjoint = qnode(wires, mixing, qml.Z(0), "adjoint")
+    terms = seconds(n, lambda x: qml.RY(x[0, 0], 0), hamiltonian)
+    term = max(terms - execution - gate * amplitudes, 0.0) / (len(words) * amplitudes)
     try:
-        gradient = _timer(lambda: qml.grad(adjoint)(weights), repeats) / forward
+        adjoint, trainable = qnode(n, mixing(n), qml.Z(0), "adjoint"), weights(n, True)
+        gradient = _timer(lambda: qml.grad(adjoint)(trainable), repeats) / forward
     except Exception:  # noqa: BLE001 - no adjoint method: parameter-shift's factor applies
         gradient = 3.0
-    costs = {"execution": execution, "row": max(rows, 0.0), "gate": gate, "diagonal": diag, "term": term, "gradient": gradient}
+    costs = {
+        "execution": execution,
+        "row": max(rows, 0.0),
+        "gate": gate,
+        "diagonal": diagonal,
+        "run": run,
+        "term": term,
+        "gradient": gradient,
+        "growth": max(growth, 0.5),
+    }
     if device_string.endswith("default.qubit"):
-        backprop = qnode(wires, mixing, qml.Z(0), "backprop")
-        costs["backprop"] = _timer(lambda: qml.grad(backprop)(weights), repeats) / forward
+        backprop, trainable = qnode(n, mixing(n), qml.Z(0), "backprop"), weights(n, True)
+        costs["backprop"] = _timer(lambda: qml.grad(backprop)(trainable), repeats) / forward
     return Costs(**costs)
 
 
 def main() -> None:
     """``python -m qbackends.costmodel``: the model of every CPU backend ``auto`` may take here, as JSON."""
     import json
+    import os
     import sys
     import time as clock
     from dataclasses import asdict
@@ -113,13 +143,16 @@ def main() -> None:
     from .registry import get_registry
 
     model = {}
-    for backend in candidates(get_registry(), WIRES):
+    for backend in candidates(get_registry(), None):
         if backend.hardware in ("cpu", "kokkos"):
-            model[backend.key] = {
-                k: float(f"{v:.4g}") for k, v in asdict(measure(backend.device_string)).items() if v is not None
-            }
+            sizes = (SMALL, LARGE) if not backend.dense_adjoint_observables else (10, 14)  # default.qubit is slow
+            costs = measure(backend.device_string, small=sizes[0], large=sizes[1])
+            model[backend.key] = {k: float(f"{v:.4g}") for k, v in asdict(costs).items() if v is not None}
             print(backend.key, model[backend.key], file=sys.stderr, flush=True)
-    print(json.dumps({"schema": 1, "measured": clock.strftime("%Y-%m-%d"), "backends": model}, indent=2))
+    measured = (
+        f"{clock.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 10 and 14 wires)"
+    )
+    print(json.dumps({"schema": 1, "measured": measured, "backends": model}, indent=2))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+EXIT_USAGE = 2  # what a command ends with after a typed error
+
 
 class QBackendsError(Exception):
     """Base of every error qbackends raises on purpose.
@@ -76,3 +80,9 @@ class StorageError(QBackendsError, RuntimeError):
 
 class EnvironmentSettingError(QBackendsError, ValueError):
     """An environment variable set to a value that cannot work, e.g. ``NUMBA_NUM_THREADS=0``."""
+
+
+def report(exc: QBackendsError) -> int:
+    """Print a typed error as the one line every qbackends command and job entry point ends with; the exit code."""
+    print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
+    return int(getattr(exc, "exit_code", EXIT_USAGE))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import JobFailedError, QBackendsError, StorageError, WorkloadInputError
+from .errors import JobFailedError, QBackendsError, StorageError, WorkloadInputError, report
 from .storage import atomic_write_json, storage_error
 
 DEVICE = "AMZN_BRAKET_DEVICE_ARN"
@@ -410,8 +410,7 @@ def entry(main: Callable[[], int | None]) -> int:
     try:
         return int(main() or 0)
     except QBackendsError as exc:
-        print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
-        return 2
+        return report(exc)
 
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -7,7 +7,7 @@ import importlib
 import runpy
 import sys
 
-from .errors import QBackendsError
+from .errors import QBackendsError, WorkloadInputError, report
 
 
 def _missing(exc: ModuleNotFoundError, module: str) -> bool:
@@ -24,24 +24,20 @@ def run(entry_point: str) -> int:
             return 0
         target = importlib.import_module(module)
         if not callable(getattr(target, function, None)):
-            print(
-                f"qbackends: error: entry point {entry_point!r}: module {module!r} has no function {function!r}.", file=sys.stderr
-            )
-            return 2
+            raise WorkloadInputError(f"entry point {entry_point!r}: module {module!r} has no function {function!r}.")
         result = getattr(target, function)()
         return result if isinstance(result, int) else 0
     except ModuleNotFoundError as exc:
         if not _missing(exc, module):
             raise
-        print(
-            f"qbackends: error: entry point {entry_point!r}: no module named {exc.name!r} here. "
-            "Fix: run `qbackends job run` from the folder that holds the module, or install its package.",
-            file=sys.stderr,
+        return report(
+            WorkloadInputError(
+                f"entry point {entry_point!r}: no module named {exc.name!r} here.",
+                "run `qbackends job run` from the folder that holds the module, or install its package.",
+            )
         )
-        return 2
     except QBackendsError as exc:
-        print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
-        return 2
+        return report(exc)
 
 
 if __name__ == "__main__":

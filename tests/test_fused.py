@@ -12,7 +12,7 @@ import pytest
 from circuits import random_params
 
 from qbackends import capabilities, get_device, get_registry
-from qbackends.errors import UnsupportedOptionError
+from qbackends.errors import UnsupportedCircuitError
 from qbackends.fused import kernels
 from qbackends.fused.program import SUPPORTED, applied_by_matrix, compile_operations
 from qbackends.workloads import qaoa
@@ -438,7 +438,7 @@ def test_probs_state_var_and_several_expvals():
 
 
 def test_unsupported_operation_is_refused_with_the_list():
-    with pytest.raises(UnsupportedOptionError, match="cannot run the operation 'SWAP'; it runs: CNOT, CRZ"):
+    with pytest.raises(UnsupportedCircuitError, match="cannot run the operation 'SWAP'; it runs: CNOT, CRZ"):
         compile_operations([qml.SWAP([0, 1])], {0: 0, 1: 1}, 2)
 
 

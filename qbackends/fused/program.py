@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedOptionError
+from ..errors import UnsupportedCircuitError
 
 HALF = 0.5
 QUARTER = 0.25
@@ -164,8 +164,8 @@ def applied_by_matrix(op: Any) -> bool:
 DENSE_MAX_WIRES = 8
 
 
-def unsupported(name: str) -> UnsupportedOptionError:
-    return UnsupportedOptionError(
+def unsupported(name: str) -> UnsupportedCircuitError:
+    return UnsupportedCircuitError(
         f"fused.qubit cannot run the operation {name!r}; it runs: {', '.join(sorted(SUPPORTED))}.",
         "get_device lowers other operations with its decomposition rules; add a rule for this one, or choose a lightning backend.",
     )
