@@ -183,8 +183,8 @@ def test_resume_refuses_a_graph_file_whose_contents_changed(tmp_path):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda p: p.update(iteration=1000), "iteration 1000 is not a whole number from 0 to --iterations 10"),
-        (lambda p: p.update(iteration=-5), "iteration -5 is not a whole number from 0 to --iterations 10"),
+        (lambda p: p.update(iteration=1000), "costs holds 3 entries for 1000 iterations"),
+        (lambda p: p.update(iteration=-5), "iteration -5 is not a whole number of at least 0"),
         (lambda p: p.update(params=[[float("nan"), 0.1], [0.2, 0.3]]), "a parameter, cost or optimizer moment is not finite"),
         (lambda p: p.update(params=[[0.1], [0.2]]), r"parameters of shape \(2, 1\), not \(2, 2\)"),
         (lambda p: p.update(costs=p["costs"][:1]), "costs holds 1 entries for 3 iterations"),
@@ -200,6 +200,17 @@ def test_resume_refuses_a_corrupt_checkpoint(tmp_path, edit, message):
     path.write_text(json.dumps(data))
     with pytest.raises(WorkloadInputError, match=message):
         qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=10), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+def test_resume_with_fewer_iterations_says_the_checkpoint_is_further_along(tmp_path):
+    qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=3), "lightning.qubit", checkpoint_dir=tmp_path)
+    with pytest.raises(WorkloadInputError) as refused:
+        qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert str(refused.value) == (
+        f"Checkpoint {str(tmp_path / qaoa.CHECKPOINT_FILE)!r} holds 3 finished iterations, more than --iterations 2 asks "
+        "for. Fix: pass --iterations 3 or more to continue it, or another --results-dir (or --checkpoint-dir) to start a "
+        "new run beside it."
+    )
 
 
 def test_cli_writes_results_and_plot(tmp_path):

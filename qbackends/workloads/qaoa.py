@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checkpoint import further_along
 from ..errors import WorkloadInputError
 from ..hybridjob import JobEnvironment, config_from_hyperparameters, save_job_result
 from ..storage import atomic_write_json
@@ -473,8 +474,8 @@ def _check_progress(path: Path, progress: Progress, config: Config) -> None:
         return WorkloadInputError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
 
     n = progress.iteration
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= config.iterations:
-        raise bad(f"iteration {n!r} is not a whole number from 0 to --iterations {config.iterations}")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise bad(f"iteration {n!r} is not a whole number of at least 0")
     for name in ("costs", "seconds"):
         values = getattr(progress, name)
         if not isinstance(values, list) or len(values) != n:
@@ -489,6 +490,8 @@ def _check_progress(path: Path, progress: Progress, config: Config) -> None:
         raise bad(f"parameters of shape {params.shape}, not (2, {config.layers})")
     if not (np.isfinite(params).all() and np.isfinite(numbers).all() and np.isfinite(moments).all()):
         raise bad("a parameter, cost or optimizer moment is not finite")
+    if n > config.iterations:  # a sound checkpoint, further along than asked
+        raise further_along(path, n, config.iterations, "iterations", "--iterations")
 
 
 def _results(

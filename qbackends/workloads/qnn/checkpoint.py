@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...checkpoint import further_along
 from ...errors import WorkloadInputError
 from ...storage import atomic_write
 
@@ -131,8 +132,4 @@ def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
     if not all(bool(torch.isfinite(t).all()) for t in weights.values()):
         raise bad("a model weight is not finite")
     if epoch > config.epochs:  # a sound checkpoint, further along than asked
-        raise WorkloadInputError(
-            f"Checkpoint {str(path)!r} holds {epoch} finished epochs, more than --epochs {config.epochs} asks for.",
-            f"pass --epochs {epoch} or more to continue it, or another --results-dir (or --checkpoint-dir) to start a "
-            "new run beside it.",
-        )
+        raise further_along(path, epoch, config.epochs, "epochs", "--epochs")
