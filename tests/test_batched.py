@@ -193,6 +193,44 @@ def test_constants_in_a_traced_circuit_stay_constants():
     torch.testing.assert_close(layer(x), reference(x), atol=1e-12, rtol=0)
 
 
+def test_a_layer_of_several_expectations_compiles_and_agrees():
+    """The transfer-learning circuit: H, RY embedding, CNOT ladders and RY weights, <Z_i> of every wire."""
+    wires = 4
+
+    def circuit(inputs, weights):
+        for w in range(wires):
+            qml.Hadamard(w)
+            qml.RY(inputs[..., w], wires=w)
+        for layer in range(2):
+            for w in range(0, wires - 1, 2):
+                qml.CNOT([w, w + 1])
+            for w in range(1, wires - 1, 2):
+                qml.CNOT([w, w + 1])
+            for w in range(wires):
+                qml.RY(weights[layer, w], wires=w)
+        return [qml.expval(qml.Z(w)) for w in range(wires)]
+
+    shapes = {"weights": (2, wires)}
+    layer = TorchLayer(qml.QNode(circuit, BatchedQubit(wires=wires), diff_method="adjoint", interface="torch"), shapes).double()
+    assert layer.plan(wires) is not None and len(layer.plan(wires).terms) == wires
+    reference = qml.qnn.TorchLayer(
+        qml.QNode(circuit, qml.device("default.qubit", wires=wires), interface="torch"), shapes
+    ).double()
+    reference.load_state_dict(layer.state_dict())
+    x = torch.rand(16, wires, dtype=torch.float64, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    out, expected = layer(x), reference(x_ref)
+    assert out.shape == (16, wires)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=0)
+    cotangent = torch.linspace(-1, 1, 16 * wires, dtype=torch.float64).reshape(16, wires)
+    (out * cotangent).sum().backward()
+    (expected * cotangent).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-10, rtol=0)
+    torch.testing.assert_close(layer.weights.grad, reference.weights.grad, atol=1e-10, rtol=0)
+    single = torch.rand(wires, dtype=torch.float64)  # one sample: a vector of the expectations
+    torch.testing.assert_close(layer(single), reference(single), atol=1e-12, rtol=0)
+
+
 def test_a_jacobian_of_an_unbroadcast_circuit_matches_parameter_shift():
     """compute_derivatives runs one adjoint pass per result entry on the same final state."""
 

@@ -4,7 +4,7 @@ The first forward traces the QNode twice with random inputs and weights, lowers 
 kernels, and matches every rotation angle to the input column or weight entry it equals in both
 traces (or to a constant). From then on a minibatch is one forward and one adjoint kernel call in a
 ``torch.autograd.Function``: no tape is built per call. A circuit that does not trace this way
-(angles computed from inputs, trainable observables, several measurements, another device) runs
+(angles computed from inputs, trainable observables, measurements other than expectations, another device) runs
 through the QNode as ``qml.qnn.TorchLayer`` runs it, with the same results.
 """
 
@@ -33,7 +33,7 @@ class Plan:
     (so the gradient maps back by the transposes)."""
 
     program: Program
-    terms: PauliTerms
+    terms: tuple[PauliTerms, ...]  # one per expectation value the circuit returns
     from_inputs: np.ndarray  # (input columns, slots)
     from_weights: np.ndarray  # (flat weight entries, slots)
     consts: np.ndarray  # (slots,)
@@ -79,9 +79,9 @@ def compile_plan(layer: Any, nfeatures: int, rows: int = TRACE_ROWS) -> Plan | N
         return None
     rng = np.random.default_rng(20260)
     (t1, x1, w1), (t2, x2, w2) = _trace(layer, device, nfeatures, rng), _trace(layer, device, nfeatures, rng)
-    if t1 is None or t2 is None or len(t1.measurements) != 1 or not isinstance(t1.measurements[0], ExpectationMP):
+    if t1 is None or t2 is None or not all(isinstance(m, ExpectationMP) for m in t1.measurements):
         return None
-    if qml.math.get_interface(*t1.measurements[0].obs.data) != "numpy" or t1.measurements[0] != t2.measurements[0]:
+    if any(qml.math.get_interface(*m.obs.data) != "numpy" for m in t1.measurements) or t1.measurements != t2.measurements:
         return None
     p1, p2 = lower(t1.operations, device.wires), lower(t2.operations, device.wires)
     if not all(np.array_equal(getattr(p1, f), getattr(p2, f)) for f in ("ops", "groups", "matrices", "slot_param")):
@@ -106,7 +106,8 @@ def compile_plan(layer: Any, nfeatures: int, rows: int = TRACE_ROWS) -> Plan | N
                 return None
         else:
             return None
-    return Plan(p1, pauli_terms(t1.measurements[0].obs, device.wires), from_inputs, from_weights, consts)
+    terms = tuple(pauli_terms(m.obs, device.wires) for m in t1.measurements)
+    return Plan(p1, terms, from_inputs, from_weights, consts)
 
 
 class _Batch(torch.autograd.Function):
@@ -120,12 +121,14 @@ class _Batch(torch.autograd.Function):
         kernels.forward(states, plan.program.ops, plan.program.groups, params, plan.program.matrices)
         ctx.plan, ctx.states, ctx.params = plan, states, params
         ctx.sizes, ctx.shapes = [w.numel() for w in weights], [w.shape for w in weights]
-        return torch.as_tensor(plan.terms.expvals(states), dtype=x.dtype, device=x.device)
+        values = np.stack([terms.expvals(states) for terms in plan.terms], axis=-1)  # (rows, expectation values)
+        return torch.as_tensor(values, dtype=x.dtype, device=x.device)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> Any:
         plan, states = ctx.plan, ctx.states.copy()  # the adjoint pass consumes its copy (retain_graph works)
-        lam = plan.terms.apply(states, _host(dy))
+        dy_rows = _host(dy).reshape(states.shape[0], len(plan.terms))
+        lam = sum(terms.apply(states, dy_rows[:, k]) for k, terms in enumerate(plan.terms))
         grads = np.zeros_like(ctx.params)
         kernels.adjoint(states, lam, plan.program.ops, plan.program.groups, ctx.params, plan.program.matrices, grads)
         grad_x = torch.as_tensor(grads @ plan.from_inputs.T, dtype=dy.dtype, device=dy.device)
@@ -164,5 +167,5 @@ class TorchLayer(qml.qnn.TorchLayer):
             return super()._evaluate_qnode(x)
         weights = [w.to(x) for w in self.qnode_weights.values()]
         rows = x.reshape(-1, x.shape[-1])
-        out = _Batch.apply(plan, rows, *weights)
-        return out.reshape(x.shape[:-1])
+        out = _Batch.apply(plan, rows, *weights)  # (rows, expectation values), as PennyLane's layer stacks them
+        return out.reshape(x.shape[:-1]) if len(plan.terms) == 1 else out.reshape((*x.shape[:-1], len(plan.terms)))
