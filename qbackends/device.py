@@ -290,13 +290,17 @@ def _gib(n: int) -> str:
 
 
 def device_class(device_name: str) -> Any:
-    """The PennyLane device class registered under ``device_name`` (a ``pennylane.plugins`` entry point)."""
-    for ep in metadata.entry_points(group="pennylane.plugins"):
-        if ep.name == device_name:
-            return ep.load()
-    raise BackendUnavailableError(
-        f"No PennyLane device named {device_name!r} is installed.", "install the package that provides it."
-    )
+    """The PennyLane device class registered under ``device_name`` (a ``pennylane.plugins`` entry point), looked up
+    once per registry (reading every distribution's entry points took 90% of building a device)."""
+    classes = get_registry().device_classes
+    if device_name not in classes:
+        found = next((ep for ep in metadata.entry_points(group="pennylane.plugins") if ep.name == device_name), None)
+        if found is None:
+            raise BackendUnavailableError(
+                f"No PennyLane device named {device_name!r} is installed.", "install the package that provides it."
+            )
+        classes[device_name] = found.load()
+    return classes[device_name]
 
 
 def device_options(backend: Backend, factory: Callable[..., Any], precision: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -417,6 +421,22 @@ def _constructs_plainly(backend: Backend) -> bool:
     return True
 
 
+def _check_request_on(backend: Backend, wires: Any, options: Mapping[str, Any]) -> None:
+    """What a backend needs of the request beyond its options: shots for a sampler, an MPI build for mpi=True."""
+    if backend.needs_shots and not options.get("shots"):
+        raise UnsupportedOptionError(
+            f"{backend.device_string} samples only: it gives no analytic results, and no shots were given.",
+            f"pass shots=N, e.g. get_device({backend.device_string!r}, wires={wires!r}, shots=10000).",
+        )
+    if options.get("mpi") and backend.device_name in probe.MPI_OPS_MODULES:  # others refuse the option by name
+        ok, reason = probe.mpi_support(backend.device_name)
+        if not ok:
+            raise UnsupportedOptionError(
+                f"mpi=True cannot work on {backend.device_string}: {reason}.",
+                "drop mpi=True, or build Lightning from source with MPI enabled and install mpi4py, then run under mpirun.",
+            )
+
+
 def _capturing() -> bool:
     """Whether PennyLane's program capture is on (the per-circuit auto device runs tapes, not captured programs)."""
     import pennylane as qml
@@ -475,35 +495,22 @@ def get_device(
     guarded = count
     if options.get("mpi") and count is not None:  # each process holds 1/size of the state
         guarded = max(count - (probe.mpi_world_size().bit_length() - 1), 0)
-    chain = candidates(spec, fallback, count, registry, facts_for(registry))
-    for attempt in range(1, len(chain) + 1):  # a backend broken at construction is recorded; the next is tried
-        choice = choose(
-            spec,
-            guarded,
-            fallback=fallback,
-            precision=precision,
-            diff_method=diff_method,
-            ignore_memory=ignore_memory,
-            registry=registry,
-        )
-        if choice.backend.needs_shots and not options.get("shots"):
-            raise UnsupportedOptionError(
-                f"{choice.backend.device_string} samples only: it gives no analytic results, and no shots were given.",
-                f"pass shots=N, e.g. get_device({choice.backend.device_string!r}, wires={wires!r}, shots=10000).",
-            )
-        if options.get("mpi") and choice.backend.device_name in probe.MPI_OPS_MODULES:  # others refuse the option by name
-            ok, reason = probe.mpi_support(choice.backend.device_name)
-            if not ok:
-                raise UnsupportedOptionError(
-                    f"mpi=True cannot work on {choice.backend.device_string}: {reason}.",
-                    "drop mpi=True, or build Lightning from source with MPI enabled and install mpi4py, then run under mpirun.",
-                )
+    facts = facts_for(registry)
+    chain = candidates(spec, fallback, count, registry, facts)
+    fit, refusals = screen(chain, guarded, precision, diff_method, ignore_memory, facts, every=True)
+    for choice in fit:  # a backend broken at construction is recorded and passed over; the next is tried
+        _check_request_on(choice.backend, wires, options)
         try:
             device = build(choice, wires, precision, options, registry)
             break
-        except BackendUnavailableError:
-            if choice.backend.device_name not in registry.construction_errors or attempt == len(chain):
+        except BackendUnavailableError as exc:
+            if choice.backend.device_name not in registry.construction_errors or choice is fit[-1]:
                 raise
+            refusals.append(exc)
+    if choice.backend != chain[0]:
+        log.warning(
+            "qbackends: using %s instead of %s: %s", choice.backend.device_string, chain[0].device_string, refusals[0].message
+        )
     from . import decompositions as rules
 
     declared = choice.capabilities.operations

@@ -52,6 +52,7 @@ class Registry:
     construction_errors: dict[str, str] = field(default_factory=dict)  # device_name -> why it cannot be built here
     rule_failures: dict[str, list[str]] = field(default_factory=dict)  # plugin -> its refused rules, not yet warned of
     auto_decisions: dict[Any, dict[Any, Any]] = field(default_factory=dict)  # auto's choices, per device setup and circuit
+    device_classes: dict[str, Any] = field(default_factory=dict)  # PennyLane device name -> its class, once loaded
     _rules: list[RuleRegistration] | None = None
 
     def lookup(self, spec: DeviceSpec) -> Backend:
