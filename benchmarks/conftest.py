@@ -18,6 +18,8 @@ from qbackends.device import facts_for
 
 _MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
 _EXTRA: dict[str, dict[str, str]] = defaultdict(dict)
+_CHOSEN: dict[str, str] = {}  # group -> the backend its "auto" member took
+_NOTES: dict[str, dict[str, str]] = defaultdict(dict)  # group -> member -> why it was not timed
 
 
 def skip_reason(key: str) -> str | None:
@@ -80,6 +82,26 @@ def record_seconds(group: str, name: str, seconds: float, extra: str = "") -> No
         _EXTRA[group][name] = extra
 
 
+def record_note(group: str, name: str, note: str) -> None:
+    """Say under the group's table why ``name`` has no time (skipped, refused, dropped)."""
+    _NOTES[group][name] = note
+
+
+def record_choice(group: str, backend: str) -> None:
+    """Keep the backend the group's ``auto`` member took, for the "auto ÷ fastest" table."""
+    _CHOSEN[group] = backend
+
+
+def auto_over_fastest(medians: dict[str, float]) -> tuple[str, float] | None:
+    """(the fastest member whose name does not start with "auto", the median of the member named
+    "auto" over its median); None without both."""
+    others = {name: m for name, m in medians.items() if not name.startswith("auto")}
+    if "auto" not in medians or not others:
+        return None
+    fastest = min(others, key=others.__getitem__)
+    return fastest, medians["auto"] / others[fastest]
+
+
 def pytest_terminal_summary(terminalreporter):
     if not _MEDIANS:
         return
@@ -92,3 +114,14 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(
                 f"    {name:<42} {median:10.4f} s   x{baseline / median:5.2f} faster than slowest  {extra}"
             )
+        for name, note in sorted(_NOTES.get(group, {}).items()):
+            if name not in medians:
+                terminalreporter.write_line(f"    {name:<42} not timed: {note}")
+    ratios = {group: auto_over_fastest(medians) for group, medians in sorted(_MEDIANS.items())}
+    if any(ratios.values()):
+        terminalreporter.section("qbackends: auto ÷ fastest per circuit (median of auto over the fastest other member)")
+        terminalreporter.write_line(f"    {'group':<34} {'auto took':<34} {'fastest':<34} {'auto ÷ fastest':>14}")
+        for group, ratio in ratios.items():
+            if ratio is not None:
+                chosen = _CHOSEN.get(group, "?")
+                terminalreporter.write_line(f"    {group:<34} {chosen:<34} {ratio[0]:<34} {ratio[1]:14.2f}")
