@@ -412,10 +412,14 @@ def _with_rules(device_class: Any) -> type:
         ("preprocess" if legacy else "preprocess_transforms"): preprocess if legacy else preprocess_transforms,
         "supports_derivatives": supports_derivatives,
         "execute": execute,
-        "execute_and_compute_derivatives": execute_and_compute_derivatives,
-        "compute_derivatives": compute_derivatives,
         "__module__": device_class.__module__,
     }
+    # Only where the device has its own: PennyLane takes an overridden compute_derivatives to mean the
+    # device differentiates, and "best" would then ask a device without a gradient for one.
+    if device_class.compute_derivatives is not Device.compute_derivatives:
+        namespace["compute_derivatives"] = compute_derivatives
+    if device_class.execute_and_compute_derivatives is not Device.execute_and_compute_derivatives:
+        namespace["execute_and_compute_derivatives"] = execute_and_compute_derivatives
     return type(device_class.__name__, (device_class,), namespace)
 
 

@@ -170,3 +170,16 @@ def test_opt_out_keeps_only_the_exact_rules():
         "Exp -> commuting Pauli rotations (exact)",
     )
     assert not dev.qbackends_rules.alternatives
+
+
+def test_a_device_without_its_own_gradient_keeps_pennylanes_best():
+    """Rules attached to a device that has no derivatives of its own must not make "best" ask it for one."""
+    pytest.importorskip("braket.pennylane_plugin", reason="the Braket plugin: pip install ./plugins/qbackends-braket")
+    device = get_device("local:braket/braket.local.qubit", wires=1)
+
+    @qml.qnode(device)
+    def circuit(x):
+        qml.RX(x, 0)
+        return qml.expval(qml.Z(0))
+
+    assert abs(qml.grad(circuit)(qml.numpy.array(0.3, requires_grad=True)) + np.sin(0.3)) < 1e-10
