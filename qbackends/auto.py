@@ -227,8 +227,8 @@ class Costs:
         gate: per gate and amplitude; ``diagonal`` per diagonal gate and amplitude; ``run`` per run of
             consecutive diagonal gates and amplitude (a backend that merges a run pays one pass for it).
         term: per measured Pauli term and amplitude.
-        growth: the per-amplitude costs at ``costmodel.LARGE`` qubits over those at ``costmodel.SMALL`` (the state
-            out of the caches); sizes between are interpolated, beyond kept.
+        op: the fixed cost of each gate (PennyLane's and the binding's share), whatever the state's size.
+        splits_batch: whether a broadcast batch runs as one circuit per row (lightning, fused.qubit) rather than at once.
         gradient: the step with an adjoint gradient, as a multiple of the forward step.
         backprop: the same for backpropagation through the ML framework (default.qubit).
     """
@@ -239,9 +239,10 @@ class Costs:
     diagonal: float
     term: float
     run: float = 0.0
+    op: float = 0.0
+    splits_batch: bool = True
     gradient: float = 3.0
     backprop: float | None = None
-    growth: float = 1.0
 
 
 @cache
@@ -272,14 +273,15 @@ def log_decision(decision: Decision, backend: Backend) -> None:
 
 def predict(costs: Costs, shape: Shape, gradient_method: str | None) -> float:
     """Predicted seconds of one step of ``shape`` on a backend with ``costs``."""
-    from .costmodel import LARGE, SMALL
-
-    scale = costs.growth ** min(max((shape.wires - SMALL) / (LARGE - SMALL), 0.0), 1.0)
-    amplitudes = float(2**shape.wires) * scale
-    rows = shape.batch
+    amplitudes = float(2**shape.wires)
     mixing = shape.gates - shape.diagonal
-    forward = mixing * costs.gate + shape.diagonal * costs.diagonal + shape.runs * costs.run + shape.terms * costs.term
-    step = costs.execution + rows * (costs.row + amplitudes * forward)
+    per_amplitude = mixing * costs.gate + shape.diagonal * costs.diagonal + shape.runs * costs.run + shape.terms * costs.term
+    work = shape.batch * amplitudes * per_amplitude
+    fixed = shape.gates * costs.op
+    if costs.splits_batch:  # each row is its own circuit: every fixed cost again
+        step = costs.execution + shape.batch * (costs.row + fixed) + work
+    else:
+        step = costs.execution + shape.batch * costs.row + fixed + work
     if gradient_method in ("adjoint", "device"):
         step *= costs.gradient
     elif gradient_method == "backprop":

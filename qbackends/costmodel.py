@@ -19,8 +19,8 @@ from typing import Any
 
 from .auto import Costs
 
-SMALL = 14  # per-amplitude costs are measured here (the state in cache) ...
-LARGE = 20  # ... and the mixing class here too (the state in memory): their ratio is the model's growth
+SMALL = 12  # a gate's fixed cost shows here (its amplitudes are few) ...
+LARGE = 20  # ... and its cost per amplitude here, with the state out of the caches (every class is timed here)
 LAYERS = 4
 BATCH = 32
 TERMS = 40
@@ -37,7 +37,7 @@ def _timer(step: Callable[[], Any], repeats: int) -> float:
 
 
 def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int = LARGE) -> Costs:
-    """Fit the cost terms of one backend from the circuit classes (per amplitude at ``small`` qubits, growth to ``large``)."""
+    """Fit the cost terms of one backend from the circuit classes (a gate's fixed cost from ``small`` qubits, the rest at ``large``)."""
     import numpy as np
     import pennylane as qml
 
@@ -93,40 +93,50 @@ def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int
     def weights(wires: int, trainable: bool = False) -> Any:
         return qml.numpy.array(rng.uniform(size=(LAYERS, wires)), requires_grad=trainable)  # forward alone unless trainable
 
-    def seconds(wires: int, body: Callable[[Any], None], observable: Any, times: int = repeats) -> float:
+    def seconds(wires: int, body: Callable[[Any], None], observable: Any, times: int) -> float:
         circuit, x = qnode(wires, body, observable), weights(wires)
         return _timer(lambda: circuit(x), times)
 
-    n, amplitudes = small, 2.0**small
-    forward = seconds(n, mixing(n), qml.Z(0))
-    gate = max(forward - execution, 0.0) / (LAYERS * (2 * n - 1) * amplitudes)
-    big = seconds(large, mixing(large), qml.Z(0), max(repeats // 2, 1))
-    growth = (max(big - execution, 0.0) / (LAYERS * (2 * large - 1) * 2.0**large)) / gate if gate > 0 else 1.0
-    both, zz = seconds(n, runs(n, True), qml.Z(0)), seconds(n, runs(n, False), qml.Z(0))
-    diagonal = max(both - zz, 0.0) / (LAYERS * n * amplitudes)
-    mixing_part = (n + LAYERS * n) * gate * amplitudes
-    run = max(zz - execution - mixing_part - LAYERS * n * diagonal * amplitudes, 0.0) / (LAYERS * amplitudes)
+    def per_gate(wires: int, times: int = repeats) -> float:
+        """Seconds per mixing gate at ``wires`` qubits, the fixed cost of an execution taken off."""
+        return max(seconds(wires, mixing(wires), qml.Z(0), times) - execution, 0.0) / (LAYERS * (2 * wires - 1))
+
+    # A gate costs a fixed ``op`` (PennyLane's and the binding's share) plus ``gate`` per amplitude: two sizes tell them apart.
+    at_small, at_large = per_gate(small), per_gate(large, max(repeats // 2, 1))
+    amplitudes = 2.0**large
+    gate = max(at_large - at_small, 0.0) / (amplitudes - 2.0**small)
+    op = max(at_small - 2.0**small * gate, 0.0)
+    n = large
+    both, zz = (
+        seconds(n, runs(n, True), qml.Z(0), max(repeats // 2, 1)),
+        seconds(n, runs(n, False), qml.Z(0), max(repeats // 2, 1)),
+    )
+    diagonal = max(both - zz - LAYERS * n * op, 0.0) / (LAYERS * n * amplitudes)
+    mixing_part = (n + LAYERS * n) * (op + gate * amplitudes) + LAYERS * n * (op + diagonal * amplitudes)
+    run = max(zz - execution - mixing_part, 0.0) / (LAYERS * amplitudes)
     words = [qml.Z(int(a)) @ qml.Z(int(b)) for a, b in rng.integers(0, n, size=(TERMS, 2)) if a != b]
     hamiltonian = qml.Hamiltonian(list(rng.uniform(size=len(words))), words)
-    terms = seconds(n, lambda x: qml.RY(x[0, 0], 0), hamiltonian)
-    term = max(terms - execution - gate * amplitudes, 0.0) / (len(words) * amplitudes)
+    terms = seconds(n, lambda x: qml.RY(x[0, 0], 0), hamiltonian, max(repeats // 2, 1))
+    term = max(terms - execution - op - gate * amplitudes, 0.0) / (len(words) * amplitudes)
+    forward = execution + LAYERS * (2 * small - 1) * at_small
     try:
-        adjoint, trainable = qnode(n, mixing(n), qml.Z(0), "adjoint"), weights(n, True)
+        adjoint, trainable = qnode(small, mixing(small), qml.Z(0), "adjoint"), weights(small, True)
         gradient = _timer(lambda: qml.grad(adjoint)(trainable), repeats) / forward
     except Exception:  # noqa: BLE001 - no adjoint method: parameter-shift's factor applies
         gradient = 3.0
-    costs = {
+    costs: dict[str, Any] = {
         "execution": execution,
         "row": max(rows, 0.0),
+        "splits_batch": rows > 0.05 * execution,
+        "op": op,
         "gate": gate,
         "diagonal": diagonal,
         "run": run,
         "term": term,
         "gradient": gradient,
-        "growth": max(growth, 0.5),
     }
     if device_string.endswith("default.qubit"):
-        backprop, trainable = qnode(n, mixing(n), qml.Z(0), "backprop"), weights(n, True)
+        backprop, trainable = qnode(small, mixing(small), qml.Z(0), "backprop"), weights(small, True)
         costs["backprop"] = _timer(lambda: qml.grad(backprop)(trainable), repeats) / forward
     return Costs(**costs)
 
@@ -145,12 +155,14 @@ def main() -> None:
     model = {}
     for backend in candidates(get_registry(), None):
         if backend.hardware in ("cpu", "kokkos"):
-            sizes = (SMALL, LARGE) if not backend.dense_adjoint_observables else (10, 14)  # default.qubit is slow
+            sizes = (SMALL, LARGE) if not backend.dense_adjoint_observables else (8, 14)  # default.qubit is slow
             costs = measure(backend.device_string, small=sizes[0], large=sizes[1])
-            model[backend.key] = {k: float(f"{v:.4g}") for k, v in asdict(costs).items() if v is not None}
+            model[backend.key] = {
+                k: v if isinstance(v, bool) else float(f"{v:.4g}") for k, v in asdict(costs).items() if v is not None
+            }
             print(backend.key, model[backend.key], file=sys.stderr, flush=True)
     measured = (
-        f"{clock.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 10 and 14 wires)"
+        f"{clock.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 8 and 14 wires)"
     )
     print(json.dumps({"schema": 1, "measured": measured, "backends": model}, indent=2))
 
