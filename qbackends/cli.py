@@ -289,7 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", default=None, metavar="out.png", help="also draw the table as a PNG")
     p.set_defaults(func=cmd_bench_report)
 
-    p = sub.add_parser("calibrate", help="time the runnable backends here on a workload's step; `auto` then picks the fastest")
+    p = sub.add_parser(
+        "calibrate",
+        help="time the runnable backends here on a workload's step, into a profile that orders choose('auto', n)",
+    )
     p.add_argument(
         "--workload",
         choices=sorted(KINDS),

@@ -118,10 +118,11 @@ def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int
     hamiltonian = qml.Hamiltonian(list(rng.uniform(size=len(words))), words)
     terms = seconds(n, lambda x: qml.RY(x[0, 0], 0), hamiltonian, max(repeats // 2, 1))
     term = max(terms - execution - op - gate * amplitudes, 0.0) / (len(words) * amplitudes)
-    forward = execution + LAYERS * (2 * small - 1) * at_small
+    forward = execution + LAYERS * (2 * large - 1) * at_large
+    few = max(repeats // 2, 1)
     try:
-        adjoint, trainable = qnode(small, mixing(small), qml.Z(0), "adjoint"), weights(small, True)
-        gradient = _timer(lambda: qml.grad(adjoint)(trainable), repeats) / forward
+        adjoint, trainable = qnode(large, mixing(large), qml.Z(0), "adjoint"), weights(large, True)
+        gradient = _timer(lambda: qml.grad(adjoint)(trainable), few) / forward
     except Exception:  # noqa: BLE001 - no adjoint method: parameter-shift's factor applies
         gradient = 3.0
     costs: dict[str, Any] = {
@@ -136,8 +137,8 @@ def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int
         "gradient": gradient,
     }
     if device_string.endswith("default.qubit"):
-        backprop, trainable = qnode(small, mixing(small), qml.Z(0), "backprop"), weights(small, True)
-        costs["backprop"] = _timer(lambda: qml.grad(backprop)(trainable), repeats) / forward
+        backprop, trainable = qnode(large, mixing(large), qml.Z(0), "backprop"), weights(large, True)
+        costs["backprop"] = _timer(lambda: qml.grad(backprop)(trainable), few) / forward
     return Costs(**costs)
 
 
