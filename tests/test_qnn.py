@@ -579,3 +579,13 @@ def test_run_qnn_says_when_the_model_predicts_one_class(tmp_path):
         "pass --lr 0.01 (a tenth of 0.1) or train more epochs."
     )
     assert json.loads((tmp_path / qnn.RESULTS_FILE).read_text())["predicts_one_class"] is True
+
+
+def test_launching_workers_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    config = qnn.Config(**{**SMALL, "epochs": 1})
+    qnn.launch(config, "local:pennylane/lightning.qubit", 2, str(tmp_path), None, False, True)
+    assert "OMP_NUM_THREADS" not in os.environ and "PYTHONWARNINGS" not in os.environ

@@ -119,10 +119,12 @@ def launch(
         start_method="spawn",
     )
     # One OpenMP thread team per worker, sharing the cores: oversubscription stalls the all-reduce.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::UserWarning:multiprocessing.resource_tracker")
+    workers_env = {
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers)),
+        "PYTHONWARNINGS": "ignore::UserWarning:multiprocessing.resource_tracker",
+    }
     try:
-        with _launcher_quiet():
+        with _launcher_quiet(), _environment(workers_env):
             results = elastic_launch(launch_config, _local_worker)(*args)
     except SignalException:  # the launcher stopped the workers; the CLI says "interrupted" once
         raise KeyboardInterrupt from None
@@ -138,6 +140,18 @@ def launch(
             "see the worker's output above; rerun with --resume to continue from the last finished epoch.",
         ) from None
     return results[0]
+
+
+@contextlib.contextmanager
+def _environment(defaults: dict[str, str]) -> Iterator[None]:
+    """Variables the workers inherit, where the user has not set them, for as long as they run; then as they were."""
+    added = [name for name in defaults if name not in os.environ]
+    os.environ.update({name: defaults[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 @contextlib.contextmanager
