@@ -246,3 +246,26 @@ def test_a_jacobian_of_an_unbroadcast_circuit_matches_parameter_shift():
     jac = BatchedQubit(wires=2).compute_derivatives([tape])[0]
     expected = qml.jacobian(lambda v: qml.math.hstack(reference(v)))(x)
     np.testing.assert_allclose(np.vstack([np.stack(jac[0]), np.stack(jac[1]).T]), expected, atol=1e-10)
+
+
+def test_torchlayer_still_evaluates_through_the_overridden_method():
+    """qbackends' layers override qml.qnn.TorchLayer._evaluate_qnode (no public hook): PennyLane's forward must
+    still call it with the 2-D minibatch, or the compiled path would be skipped silently."""
+    import inspect
+
+    calls = []
+
+    class Probe(qml.qnn.TorchLayer):
+        def _evaluate_qnode(self, x):
+            calls.append(tuple(x.shape))
+            return super()._evaluate_qnode(x)
+
+    @qml.qnode(qml.device("default.qubit", wires=1), interface="torch")
+    def circuit(inputs, w):
+        qml.RX(inputs[..., 0], 0)
+        qml.RY(w[0], 0)
+        return qml.expval(qml.Z(0))
+
+    Probe(circuit, {"w": (1,)})(torch.rand(5, 1))
+    assert calls == [(5, 1)]
+    assert list(inspect.signature(qml.qnn.TorchLayer._evaluate_qnode).parameters) == ["self", "x"]

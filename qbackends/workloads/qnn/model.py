@@ -58,7 +58,7 @@ def _per_sample_layer(base: Any) -> Any:
     class PerSampleLayer(base):  # type: ignore[misc, valid-type]
         """The same layer (weights, state dict), each row of a minibatch its own circuit."""
 
-        def _evaluate_qnode(self, x: Any) -> Any:
+        def _evaluate_qnode(self, x: Any) -> Any:  # the private hook qbackends' TorchLayer overrides too (see there)
             import torch
 
             if x.ndim < 2:
