@@ -105,7 +105,7 @@ def shape_of(tape: Any, wires: int, gradient: Any, trainable: Sequence[int]) -> 
         batch=tape.batch_size or 1,
         gates=len(ops),
         diagonal=sum(diagonal),
-        runs=sum(d and not before for d, before in zip(diagonal, [False, *diagonal[:-1]], strict=True)),
+        runs=sum(d and (i == 0 or not diagonal[i - 1]) for i, d in enumerate(diagonal)),
         parameters=len(trainable) if method else 0,
         terms=max(terms, 1),
         shots=tape.shots.total_shots if tape.shots else None,

@@ -155,11 +155,7 @@ class AutoQubit(Device):
         preprocessing to results."""
 
         def measure(key: str) -> float:
-            device = self._device(key)
-            if config.gradient_method in auto.DEVICE_GRADIENTS and not device.supports_derivatives(config, circuit):
-                if config.gradient_method != "best":
-                    raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
-            resolved = device.setup_execution_config(config, circuit)
+            device, resolved = self._prepared(key, config, circuit)
             program = device.preprocess_transforms(resolved)
             start = time.perf_counter()
             _run_step(device, program, resolved, tape)
@@ -180,14 +176,18 @@ class AutoQubit(Device):
         """``accepts(key)``: raises as that backend's preprocessing refuses ``circuit``."""
 
         def accepts(key: str) -> None:
-            device = self._device(key)
-            if config.gradient_method in auto.DEVICE_GRADIENTS and not device.supports_derivatives(config, circuit):
-                if config.gradient_method != "best":
-                    raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
-            resolved = device.setup_execution_config(config, circuit)
+            device, resolved = self._prepared(key, config, circuit)
             device.preprocess_transforms(resolved)((circuit,))
 
         return accepts
+
+    def _prepared(self, key: str, config: ExecutionConfig, circuit: Any) -> tuple[Any, ExecutionConfig]:
+        """A backend's device and its execution config for ``circuit``; raises where it has not the gradient asked for."""
+        device = self._device(key)
+        if config.gradient_method in auto.DEVICE_GRADIENTS and config.gradient_method != "best":
+            if not device.supports_derivatives(config, circuit):
+                raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
+        return device, device.setup_execution_config(config, circuit)
 
     def _chosen(self, config: ExecutionConfig | None) -> Any:
         key = (config.device_options or {}).get(CHOICE) if config is not None else None
