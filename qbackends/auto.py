@@ -257,7 +257,13 @@ def model(registry: Any) -> dict[str, Costs]:
     return shipped_model()
 
 
-BACKPROP_FACTOR = 3.0  # a backprop step against its forward pass alone (what a trial can time): default.qubit, 12 wires
+BACKPROP_FACTOR = 3.0  # a backprop step against its forward pass alone, for a backend the model has not measured
+
+
+def backprop_factor(registry: Any, key: str) -> float:
+    """A backprop step against its forward pass (what a trial times: the backward pass is the ML framework's)."""
+    costs = model(registry).get(key)
+    return costs.backprop if costs is not None and costs.backprop else BACKPROP_FACTOR
 
 
 def log_decision(decision: Decision, backend: Backend) -> None:
@@ -396,34 +402,44 @@ def decide(
         return _first_accepted(decision, order, accepts)
     if measure is None or len(contenders) < 2:
         return _first_accepted(decision, order, accepts)
-    spent = 0.0
-    timed: dict[str, list[float]] = {k: [] for k in contenders}
-    for round_ in range(TRIAL_ROUNDS):
-        for key in list(timed):
-            if spent > TRIAL_BUDGET_SECONDS and round_ > 0 and timed[key]:
-                continue
-            try:
-                seconds = measure(key)
-            except EnvironmentSettingError:
-                raise  # the user's setting, not this backend's refusal
-            except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
-                decision.refused[key] = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
-                del timed[key]
-                continue
-            spent += seconds
-            if round_ > 0 or TRIAL_ROUNDS == 1:
-                timed[key].append(seconds)
-    decision.measured = {k: min(v) for k, v in timed.items() if v}
-    if decision.measured:
-        decision.backend = min(decision.measured, key=lambda k: decision.measured[k])
-    elif timed:
-        decision.backend = next(iter(timed))
-    else:  # every contender refused: the best prediction among the rest
-        rest = [k for k in order if k not in decision.refused]
-        if not rest:
-            raise_refused(decision)
-        decision.backend = rest[0]
+    return _tried(decision, order, contenders, measure, accepts)
+
+
+def _tried(
+    decision: Decision,
+    order: Sequence[str],
+    contenders: Sequence[str],
+    measure: Callable[[str], float],
+    accepts: Callable[[str], None] | None,
+) -> Decision:
+    """The contenders run in turn: a first round (allocation, caches) that drops the refusing and the clearly slower
+    (over ``CONTENDERS`` x the fastest), then timed rounds while the budget lasts; the fastest measured is taken."""
+    first: dict[str, float] = {}
+    for key in contenders:
+        try:
+            first[key] = measure(key)
+        except EnvironmentSettingError:
+            raise  # the user's setting, not this backend's refusal
+        except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
+            decision.refused[key] = _reason(exc)
+    if not first:  # every contender refused: the best prediction among the rest that accepts the circuit
+        return _first_accepted(decision, [k for k in order if k not in decision.refused], accepts)
+    fastest = min(first.values())
+    timed = {k: [s] for k, s in first.items() if s <= CONTENDERS * fastest}
+    spent = sum(first.values())
+    for _ in range(TRIAL_ROUNDS - 1):
+        if len(timed) < 2 or spent > TRIAL_BUDGET_SECONDS:
+            break
+        for key, times in timed.items():
+            times.append(measure(key))
+            spent += times[-1]
+    decision.measured = {k: min(v[1:] or v) for k, v in timed.items()}  # the first round only where it is all there is
+    decision.backend = min(decision.measured, key=lambda k: decision.measured[k])
     return decision
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
 
 
 def _first_accepted(decision: Decision, order: Sequence[str], accepts: Callable[[str], None] | None) -> Decision:
@@ -435,7 +451,7 @@ def _first_accepted(decision: Decision, order: Sequence[str], accepts: Callable[
         except EnvironmentSettingError:
             raise  # the user's setting, not this backend's refusal
         except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
-            decision.refused[key] = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+            decision.refused[key] = _reason(exc)
             continue
         decision.backend = key
         return decision

@@ -157,10 +157,13 @@ class AutoQubit(Device):
         def measure(key: str) -> float:
             device, resolved = self._prepared(key, config, circuit)
             program = device.preprocess_transforms(resolved)
+            # Which parameters stay trainable after this backend's preprocessing: the interface's own tensors say.
+            marked, _ = program((circuit,))
+            trainable = [qml.math.get_trainable_indices(t.get_parameters(trainable_only=False)) for t in marked]
             start = time.perf_counter()
-            _run_step(device, program, resolved, tape)
+            _run_step(device, program, resolved, tape, [sorted(t) for t in trainable])
             seconds = time.perf_counter() - start
-            return seconds * auto.BACKPROP_FACTOR if resolved.gradient_method == "backprop" else seconds
+            return seconds * auto.backprop_factor(self._registry, key) if resolved.gradient_method == "backprop" else seconds
 
         return measure
 
@@ -291,10 +294,14 @@ def _ones_like(results: Any) -> Any:
     return np.ones_like(np.asarray(results, dtype=float))
 
 
-def _run_step(device: Any, program: Any, config: ExecutionConfig, tape: Any) -> None:
-    """One step as PennyLane runs it on ``device``: preprocessing, execution, and the gradient ``config`` asks for."""
+def _run_step(device: Any, program: Any, config: ExecutionConfig, tape: Any, trainable: list[list[int]]) -> None:
+    """One step as PennyLane runs it on ``device``: preprocessing, execution, and the gradient ``config`` asks for
+    (of the parameters ``trainable`` marks in each preprocessed tape, as the interface marks them in a real run)."""
     method = config.gradient_method
     tapes, post = program((tape,))
+    if len(trainable) == len(tapes):
+        for t, indices in zip(tapes, trainable, strict=True):
+            t.trainable_params = indices
     if method in ("adjoint", "device") and config.use_device_gradient:
         if config.use_device_jacobian_product:
             results = device.execute(tapes, config)

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import capabilities, devicestring
 from .device import choose, facts_for
-from .errors import QBackendsError, report
+from .errors import QBackendsError, report, show_decisions
 from .registry import get_registry
 
 
@@ -377,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in WRITING_COMMANDS:
             _check_working_folder()
+        if args.command in ("run", "sweep"):
+            show_decisions()
         return int(args.func(args) or 0)
     except QBackendsError as exc:
         return report(exc)

@@ -7,7 +7,7 @@ import importlib
 import runpy
 import sys
 
-from .errors import QBackendsError, WorkloadInputError, report
+from .errors import QBackendsError, WorkloadInputError, report, show_decisions
 
 
 def _missing(exc: ModuleNotFoundError, module: str) -> bool:
@@ -18,6 +18,7 @@ def _missing(exc: ModuleNotFoundError, module: str) -> bool:
 def run(entry_point: str) -> int:
     module, _, function = entry_point.partition(":")
     sys.argv = [module]
+    show_decisions()
     try:
         if not function:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
