@@ -29,8 +29,9 @@ RULES = (
     "auto decides per circuit structure, once per process: it reads the circuit (wires, broadcast batch, gates and how "
     "many are diagonal, measured terms, trainable parameters, shots, the gradient asked for), predicts each backend's "
     "step from the cost model below (measured on the 2-core reference machine: python -m qbackends.costmodel), tries "
-    "the backends predicted within 4x of the best on the circuit itself when that costs under about 3 s (never with "
-    "finite shots, nor a backend with a one-time cost still to pay), and takes the fastest measured, else the best "
+    "the backends predicted within 4x of the best on the circuit itself when that costs under about 3 s (with finite "
+    "shots on instances seeded apart, so the samples a seeded program gets are untouched; never a backend with a "
+    "one-time cost still to pay), and takes the fastest measured, else the best "
     "predicted that accepts the circuit. A backend that refuses the circuit is passed over. QBACKENDS_AUTO_EXCLUDE "
     "(device strings, comma-separated) or get_device('auto', exclude=[...]) removes backends; GPUs are weighed from "
     "their min_auto_wires. dev.last_choice and dev.decisions show what it took and why; each new decision is logged "
@@ -132,13 +133,37 @@ def _diagonal(op: Any) -> bool:
     return bool(np.allclose(matrix, np.diag(np.diag(matrix))))
 
 
-def structure_key(tape: Any, trainable: Sequence[int], gradient: Any) -> tuple[Any, ...]:
-    """What makes two circuits the same for the decision: operations and wires, parameter shapes, measurements."""
-    import numpy as np
-
-    ops = tuple((op.name, tuple(op.wires), tuple(np.shape(d) for d in op.data)) for op in tape.operations)
-    measurements = tuple(m.hash for m in tape.measurements)
+def structure_key(tape: Any, trainable: Sequence[int], gradient: Any, observables: ObservableKeys) -> tuple[Any, ...]:
+    """What makes two circuits the same for the decision: operations and wires, parameter shapes, measurements.
+    Computed on every execution, so kept cheap (tens of microseconds for a few hundred gates)."""
+    ops = tuple((op.name, op.wires.labels, tuple(getattr(d, "shape", ()) for d in op.data)) for op in tape.operations)
+    measurements = tuple((type(m).__name__, m.wires.labels, observables.key(m.obs)) for m in tape.measurements)
     return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient)
+
+
+class ObservableKeys:
+    """PennyLane's hash of an observable, kept while the observable lives: a Hamiltonian of many terms is
+    hashed once, not on every execution (a user's circuit measures the same object each time)."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Any, int]] = {}
+
+    def key(self, obs: Any) -> int | None:
+        if obs is None:
+            return None
+        import weakref
+
+        known = self._known.get(id(obs))
+        if known is not None and known[0]() is obs:
+            return known[1]
+        try:
+            ref = weakref.ref(obs)
+        except TypeError:  # not weakly referable: hashed each time
+            return int(obs.hash)
+        if len(self._known) > 256:
+            self._known.clear()
+        self._known[id(obs)] = (ref, int(obs.hash))
+        return self._known[id(obs)][1]
 
 
 # ---- the candidates -------------------------------------------------------------------------
@@ -253,8 +278,14 @@ def shipped_model() -> dict[str, Costs]:
 
 
 def model(registry: Any) -> dict[str, Costs]:
-    """The cost model ``auto`` predicts with: the shipped one."""
-    return shipped_model()
+    """The cost model ``auto`` predicts with: the shipped one, each backend measured on this machine
+    (``qbackends calibrate --workload circuits``) in its place; read once per registry."""
+    if registry.auto_model is None:
+        from .calibration import load_model
+        from .device import facts_for
+
+        registry.auto_model = {**shipped_model(), **load_model(facts_for(registry))}
+    return registry.auto_model
 
 
 BACKPROP_FACTOR = 3.0  # a backprop step against its forward pass alone, for a backend the model has not measured
@@ -375,8 +406,7 @@ def decide(
         candidates: backends that can take this circuit here, in order of preference.
         model: measured costs by backend key; a backend without any is predicted as the slowest known.
         measure: ``measure(key)`` runs the circuit once on that backend and returns its seconds, raising
-            for a backend that refuses it; None: decide on predictions alone (finite shots: trying
-            would draw from the random numbers a seeded program relies on).
+            for a backend that refuses it; None: decide on predictions alone.
         steps: how often the circuit will run: a one-time cost (``one_time_seconds``) is spread over them,
             and a backend that has one is not tried (the trial would pay it).
         accepts: ``accepts(key)`` raises for a backend whose preprocessing refuses the circuit: a backend

@@ -59,8 +59,11 @@ class AutoQubit(Device):
         from .registry import get_registry
 
         self._devices: dict[str, Any] = {}
+        self._trial_devices: dict[str, Any] = {}
         self._tracker: Any = None
         super().__init__(wires=wires)
+        # The backends get the wires as given: a count keeps them on standard labels (labels cost a mapping per execution).
+        self._wires_given = wires if wires is None or isinstance(wires, int) else list(self.wires)
         check_request(precision, diff_method, ignore_memory, decompositions=decompositions)
         self._registry = get_registry()
         count = wire_count(list(self.wires) if self.wires is not None else None)
@@ -94,6 +97,8 @@ class AutoQubit(Device):
         self.decisions: list[auto.Decision] = []
         self.last_choice: str | None = None
         self.last_backend: Any = None
+        self._last: tuple[Any, Any, auto.Decision] | None = None  # the tape asked about last, and its decision
+        self._observables = auto.ObservableKeys()
 
     # ---- the tracker reaches the backends ------------------------------------------------------
 
@@ -109,35 +114,41 @@ class AutoQubit(Device):
 
     # ---- candidates, built when first needed ---------------------------------------------------
 
-    def _device(self, key: str) -> Any:
-        device = self._devices.get(key)
+    def _device(self, key: str, trial: bool = False) -> Any:
+        """The backend's device for this auto device's circuits; ``trial``: another instance, seeded apart, for a
+        trial that samples (the circuits' own sampler is not advanced by trying)."""
+        built = self._trial_devices if trial else self._devices
+        device = built.get(key)
         if device is None:
             from .device import accepts_option, get_device
 
             backend = self._registry.backends[key]
-            wires = list(self.wires) if self.wires is not None else None
-            seed = {"seed": self._seed} if accepts_option(backend, "seed") else {}
+            seed = {"seed": self._seed + 1 if trial else self._seed} if accepts_option(backend, "seed") else {}
             state = np.random.get_state()  # a backend built here draws nothing more from NumPy's global generator
             try:
-                device = get_device(backend.device_string, wires=wires, **self._build, **seed)
+                device = get_device(backend.device_string, wires=self._wires_given, **self._build, **seed)
             finally:
                 np.random.set_state(state)
-            device.tracker = self._tracker
-            self._devices[key] = device
+            if not trial:
+                device.tracker = self._tracker
+            built[key] = device
         return device
 
     def _decide(self, config: ExecutionConfig, circuit: Any) -> auto.Decision:
-        trainable = qml.math.get_trainable_indices(circuit.get_parameters(trainable_only=False))
-        key = auto.structure_key(circuit, sorted(trainable), config.gradient_method)
+        last = self._last
+        if last is not None and last[0] is circuit and last[1] == config.gradient_method:
+            return last[2]  # PennyLane asks again about the same tape within one execution
+        trainable = list(circuit.trainable_params)  # as the interface marked them
+        key = auto.structure_key(circuit, trainable, config.gradient_method, self._observables)
         decision = self._decisions.get(key)
         if decision is None:
-            tape = _as_numpy(circuit, sorted(trainable))
-            shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, sorted(trainable))
+            tape = _as_numpy(circuit, trainable)
+            shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, trainable)
             methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
             if not methods:
                 auto.raise_refused(auto.Decision("", refused=refused))
             candidates = [b for b in self._candidates if b.key in methods]
-            measure = None if circuit.shots or tape is None else self._trial(config, circuit, tape)
+            measure = None if tape is None else self._trial(config, circuit, tape)
             decision = auto.decide(
                 shape, methods, candidates, auto.model(self._registry), measure, self._steps, self._accepts(config, circuit)
             )
@@ -146,6 +157,7 @@ class AutoQubit(Device):
             auto.log_decision(decision, self._registry.backends[decision.backend])
         self.last_backend = self._registry.backends[decision.backend]
         self.last_choice = self.last_backend.device_string
+        self._last = (circuit, config.gradient_method, decision)
         if not self.decisions or self.decisions[-1] is not decision:
             self.decisions.append(decision)
         return decision
@@ -154,8 +166,10 @@ class AutoQubit(Device):
         """``measure(key)``: seconds of one step of ``circuit`` (as ``tape``, in NumPy) on that backend,
         preprocessing to results."""
 
+        sampled = bool(circuit.shots)
+
         def measure(key: str) -> float:
-            device, resolved = self._prepared(key, config, circuit)
+            device, resolved = self._prepared(key, config, circuit, trial=sampled)
             program = device.preprocess_transforms(resolved)
             # Which parameters stay trainable after this backend's preprocessing: the interface's own tensors say.
             marked, _ = program((circuit,))
@@ -184,9 +198,9 @@ class AutoQubit(Device):
 
         return accepts
 
-    def _prepared(self, key: str, config: ExecutionConfig, circuit: Any) -> tuple[Any, ExecutionConfig]:
+    def _prepared(self, key: str, config: ExecutionConfig, circuit: Any, trial: bool = False) -> tuple[Any, ExecutionConfig]:
         """A backend's device and its execution config for ``circuit``; raises where it has not the gradient asked for."""
-        device = self._device(key)
+        device = self._device(key, trial)
         if config.gradient_method in auto.DEVICE_GRADIENTS and config.gradient_method != "best":
             if not device.supports_derivatives(config, circuit):
                 raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")

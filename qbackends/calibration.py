@@ -222,3 +222,61 @@ def save_profile(profile: Profile, path: Path | None = None) -> Path:
 
 
 MAX_PROFILE_BYTES = 1 << 20
+
+
+# ---- auto's cost model, measured on this machine (``qbackends calibrate --workload circuits``) ---------------
+
+
+def save_model(costs: Mapping[str, Any], facts: MachineFacts, path: Path | None = None) -> Path:
+    """Write a cost model measured here (backend key -> ``auto.Costs``), with what it was measured on."""
+    from .errors import StorageError, WorkloadInputError
+
+    target = path or profile_path("circuits")
+    data = {
+        "schema": SCHEMA,
+        "kind": "circuits",
+        "fingerprint": fingerprint(facts),
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "backends": {key: asdict(c) for key, c in costs.items()},
+    }
+    try:
+        return atomic_write_json(target, data)
+    except StorageError as exc:
+        raise WorkloadInputError(
+            f"The cost model cannot be written to {str(target)!r}: {exc.reason}.",
+            "pass --output PATH (or set QBACKENDS_PROFILE) to a writable place.",
+        ) from exc
+
+
+def load_model(facts: MachineFacts, path: Path | None = None) -> dict[str, Any]:
+    """The cost model measured on this machine as it is now (backend key -> ``auto.Costs``); {} without one, or
+    with one of other versions or hardware (ignored with a warning)."""
+    from .auto import Costs
+
+    path = path or profile_path("circuits")
+    if not path.exists():
+        return {}
+    try:
+        if path.stat().st_size > MAX_PROFILE_BYTES:
+            raise ValueError(f"over {MAX_PROFILE_BYTES} bytes")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        costs = {str(k): Costs(**v) for k, v in data["backends"].items()}
+        stamp = data["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        log.warning(
+            "qbackends: ignoring unreadable cost model %s (%s: %s); run `qbackends calibrate --workload circuits` again.",
+            path,
+            type(exc).__name__,
+            exc,
+        )
+        return {}
+    current = fingerprint(facts)
+    if data.get("schema") != SCHEMA or stamp != current:
+        changed = sorted(k for k in current if stamp.get(k) != current[k]) or ["schema"]
+        log.warning(
+            "qbackends: ignoring stale cost model %s (changed: %s); run `qbackends calibrate --workload circuits` again.",
+            path,
+            ", ".join(changed),
+        )
+        return {}
+    return costs

@@ -204,6 +204,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from . import calibration, policy
     from .errors import WorkloadInputError
 
+    if args.workload == "circuits":
+        return _calibrate_circuits(args)
     kind = policy.KINDS[args.workload]
     backends = policy.calibration_candidates(args.workload)
     if args.backends:
@@ -240,6 +242,29 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
         path = calibration.save_profile(profile, target)
     print(f"profile: {path}")
+    return 0
+
+
+def _calibrate_circuits(args: argparse.Namespace) -> int:
+    """auto's cost model measured here: each CPU backend it weighs (or --backends) on the circuit classes."""
+    from . import auto, calibration, costmodel
+    from .storage import exclusive
+
+    registry = get_registry()
+    if args.backends:
+        backends = [registry.lookup(w) for w in {devicestring.parse(s) for s in args.backends.split(",")}]
+    else:
+        backends = [b for b in auto.candidates(registry, None) if b.hardware in ("cpu", "kokkos")]
+    target = Path(args.output) if args.output else calibration.profile_path("circuits")
+    with exclusive(target.with_name(target.name + ".lock"), f"Cost model {str(target)!r}"):
+        costs = {}
+        for backend in backends:
+            sizes = (costmodel.SMALL, costmodel.LARGE) if not backend.dense_adjoint_observables else (8, 14)
+            costs[backend.key] = costmodel.measure(backend.device_string, max(args.repeats, 1), *sizes)
+            print(f"{backend.device_string:<34} {costs[backend.key].execution * 1e3:.3f} ms a call, "
+                  f"{costs[backend.key].gate * 1e9:.3f} ns a gate and amplitude", flush=True)  # fmt: skip
+        path = calibration.save_model(costs, facts_for(registry), target)
+    print(f"cost model: {path}")
     return 0
 
 
@@ -295,9 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workload",
-        choices=sorted(KINDS),
+        choices=[*sorted(KINDS), "circuits"],
         default="qaoa",
-        help="the kind of circuit timed: qaoa (a QAOA gradient; generic auto follows it too) or qnn (a batched QML step)",
+        help="what is timed: qaoa (a QAOA gradient; choose('auto', n) follows it), qnn (a batched QML step), or "
+        "circuits (the circuit classes of auto's cost model, which auto then predicts with here)",
     )
     sizes = ", ".join(f"{','.join(map(str, kind.sizes))} for {name}" for name, kind in KINDS.items())
     p.add_argument("--sizes", default=None, help=f"comma-separated qubit counts (default: {sizes})")

@@ -53,6 +53,7 @@ class Registry:
     rule_failures: dict[str, list[str]] = field(default_factory=dict)  # plugin -> its refused rules, not yet warned of
     auto_decisions: dict[Any, dict[Any, Any]] = field(default_factory=dict)  # auto's choices, per device setup and circuit
     device_classes: dict[str, Any] = field(default_factory=dict)  # PennyLane device name -> its class, once loaded
+    auto_model: dict[str, Any] | None = None  # auto's cost model, read once (qbackends.auto.model)
     _rules: list[RuleRegistration] | None = None
 
     def lookup(self, spec: DeviceSpec) -> Backend:

@@ -118,19 +118,26 @@ def test_a_circuit_a_backend_refuses_goes_elsewhere():
     assert decision.refused["qbackends/batched.qubit"].startswith("UnsupportedCircuitError: qbackends.batched.qubit")
 
 
-def test_finite_shots_are_decided_without_trying(monkeypatch):
-    device = get_device("auto", wires=3)
+def test_finite_shots_are_tried_apart_and_the_samples_are_the_chosen_backends():
+    def samples(spec):
+        np.random.seed(11)
+        device = get_device(spec, wires=3)
 
-    @qml.set_shots(200)
-    @qml.qnode(device)
-    def circuit(x):
-        qml.RY(x, 0)
-        return qml.expval(qml.Z(0))
+        @qml.set_shots(200)
+        @qml.qnode(device)
+        def circuit(x):
+            qml.RY(x, 0)
+            qml.Hadamard(1)
+            return qml.sample(wires=[0, 1])
 
-    circuit(0.3)
+        return device, np.asarray(circuit(0.3))
+
+    device, through_auto = samples("auto")
     decision = device.decisions[-1]
-    assert decision.measured == {}  # a trial would draw from the random numbers a seeded program relies on
-    assert device.last_choice != "local:qbackends/batched.qubit"  # analytic only: refused
+    assert decision.backend != "qbackends/batched.qubit"  # analytic only
+    assert "qbackends/batched.qubit" in decision.refused or "qbackends/batched.qubit" not in decision.measured
+    _, by_name = samples(device.last_choice)
+    assert np.array_equal(through_auto, by_name)  # the trials drew from instances of their own
 
 
 def test_excluded_backends_are_not_weighed(monkeypatch):

@@ -200,3 +200,27 @@ def test_each_workload_kind_has_its_own_profile(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="qbackends"):
         assert calibration.load_profile(facts, kind="qaoa") is None
     assert "it times qnn, not qaoa" in caplog.text
+
+
+def test_calibrating_circuits_gives_auto_this_machines_costs(tmp_path, monkeypatch, caplog):
+    """`qbackends calibrate --workload circuits` measures the cost model's classes here; auto predicts with it,
+    the shipped model filling in the backends it did not measure; one of another machine is ignored."""
+    from qbackends import auto, registry
+
+    monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
+    assert main(["calibrate", "--workload", "circuits", "--backends", "local:pennylane/lightning.qubit", "--repeats", "1"]) == 0
+    saved = json.loads((tmp_path / "profile-circuits.json").read_text())
+    assert list(saved["backends"]) == ["pennylane/lightning.qubit"]
+    measured = saved["backends"]["pennylane/lightning.qubit"]
+    assert measured["execution"] > 0 and measured["gate"] > 0 and measured["gradient"] > 1
+    registry.reset_registry()
+    costs = auto.model(get_registry())
+    assert costs["pennylane/lightning.qubit"] == auto.Costs(**measured)
+    assert costs["qbackends/fused.qubit"] == auto.shipped_model()["qbackends/fused.qubit"]
+
+    saved["fingerprint"]["cores"] = 4096
+    (tmp_path / "profile-circuits.json").write_text(json.dumps(saved))
+    registry.reset_registry()
+    with caplog.at_level(logging.WARNING, logger="qbackends"):
+        assert auto.model(get_registry())["pennylane/lightning.qubit"] == auto.shipped_model()["pennylane/lightning.qubit"]
+    assert "ignoring stale cost model" in caplog.text and "changed: cores" in caplog.text
