@@ -442,29 +442,35 @@ def _tried(
     measure: Callable[[str], float],
     accepts: Callable[[str], None] | None,
 ) -> Decision:
-    """The contenders run in turn: a first round (allocation, caches) that drops the refusing and the clearly slower
-    (over ``CONTENDERS`` x the fastest), then timed rounds while the budget lasts; the fastest measured is taken."""
-    first: dict[str, float] = {}
-    for key in contenders:
-        try:
-            first[key] = measure(key)
-        except EnvironmentSettingError:
-            raise  # the user's setting, not this backend's refusal
-        except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
-            decision.refused[key] = _reason(exc)
-    if not first:  # every contender refused: the best prediction among the rest that accepts the circuit
-        return _first_accepted(decision, [k for k in order if k not in decision.refused], accepts)
-    fastest = min(first.values())
-    timed = {k: [s] for k, s in first.items() if s <= CONTENDERS * fastest}
-    spent = sum(first.values())
-    for _ in range(TRIAL_ROUNDS - 1):
-        if len(timed) < 2 or spent > TRIAL_BUDGET_SECONDS:
+    """The contenders run in turn: a first round that warms up (and drops the refusing), a timed round after which
+    the clearly slower leave (over ``CONTENDERS`` x the fastest), then more while the budget lasts; the fastest
+    measured is taken."""
+    timed: dict[str, list[float]] = {}
+    spent = 0.0
+    for round_ in range(TRIAL_ROUNDS):
+        if round_ > 1 and (len(timed) < 2 or spent > TRIAL_BUDGET_SECONDS):
             break
-        for key, times in timed.items():
-            times.append(measure(key))
-            spent += times[-1]
-    decision.measured = {k: min(v[1:] or v) for k, v in timed.items()}  # the first round only where it is all there is
-    decision.backend = min(decision.measured, key=lambda k: decision.measured[k])
+        for key in [k for k in contenders if k not in decision.refused] if round_ == 0 else list(timed):
+            try:
+                seconds = measure(key)
+            except EnvironmentSettingError:
+                raise  # the user's setting, not this backend's refusal
+            except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
+                decision.refused[key] = _reason(exc)
+                timed.pop(key, None)
+                continue
+            spent += seconds
+            if round_ > 0:  # the first round warms up: allocation, caches, compiled code loaded
+                timed[key].append(seconds)
+            else:
+                timed[key] = []
+        if round_ == 1 and timed:  # the clearly slower leave after the first timed round
+            fastest = min(min(v) for v in timed.values() if v)
+            timed = {k: v for k, v in timed.items() if v and min(v) <= CONTENDERS * fastest}
+    if not timed:  # every contender refused: the best prediction among the rest that accepts the circuit
+        return _first_accepted(decision, [k for k in order if k not in decision.refused], accepts)
+    decision.measured = {k: min(v) for k, v in timed.items() if v}
+    decision.backend = min(decision.measured, key=lambda k: decision.measured[k]) if decision.measured else next(iter(timed))
     return decision
 
 
