@@ -7,6 +7,13 @@ shows the comparison side by side.
 
 from __future__ import annotations
 
+import os
+
+# As the qbackends command does (cli.THREAD_DEFAULTS): OpenMP threads that spin after one backend's step
+# slow whichever backend runs next in an interleaved round. Set before any OpenMP runtime starts.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("KOKKOS_DISABLE_WARNINGS", "1")
+
 import statistics
 import time
 from collections import defaultdict
