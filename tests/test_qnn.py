@@ -379,6 +379,11 @@ def test_settings_no_run_can_use_are_refused_by_name(setting, message):
             "lr=inf must be a number in (0, 1] (Adam moves each weight by about lr per step). Fix: pass --lr 0.03.",
         ),
         (["--seed", "-1"], "seed=-1 must be a whole number from 0 to 4294967295. Fix: pass --seed 1967."),
+        (
+            ["--diff-method", "badmeth"],
+            "diff_method 'badmeth' is unknown; choices: best, device, backprop, adjoint, parameter-shift, hadamard, "
+            "reversed-hadamard, direct-hadamard, reversed-direct-hadamard, finite-diff, spsa. Fix: pass --diff-method adjoint.",
+        ),
     ],
 )
 def test_run_qnn_refuses_a_bad_setting_in_one_line_and_writes_nothing(tmp_path, capsys, option, line):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...capabilities import DIFF_METHODS
 from ...errors import WorkloadInputError
 from .. import sonar
 from . import checkpoint as checkpoints
@@ -95,6 +96,11 @@ class Config:
                 spell("seed", "1967"),
             ),
             (self.ndata >= 4, f"ndata={self.ndata} is too small to split", spell("ndata", "4 or more")),
+            (
+                self.diff_method in DIFF_METHODS,
+                f"diff_method {self.diff_method!r} is unknown; choices: {', '.join(DIFF_METHODS)}",
+                spell("diff_method", "adjoint"),
+            ),
             (
                 self.patience is None or self.patience >= 1,
                 f"patience={self.patience} must be at least 1 epoch",
