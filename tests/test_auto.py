@@ -191,14 +191,12 @@ def test_torch_minibatches_through_torchlayer():
     assert torch.allclose(layer.weights.grad, reference.weights.grad, atol=1e-8)
 
 
-def test_program_capture_gets_a_device_that_runs_captured_programs():
-    pytest.importorskip("jax", reason="program capture needs JAX (pip install jax)")
-    qml.capture.enable()
-    try:
-        device = get_device("auto", wires=2)
-    finally:
-        qml.capture.disable()
-    assert not isinstance(device, AutoQubit)
+def test_program_capture_gets_a_concrete_device(monkeypatch):
+    """Captured programs are not tapes: under qml.capture.enable() auto gives the preference order's backend.
+    (Capture itself needs JAX, which the test environment does not install: its switch is set directly.)"""
+    monkeypatch.setattr(qml.capture, "enabled", lambda: True)
+    device = get_device("auto", wires=2)
+    assert not isinstance(device, AutoQubit) and device.name == "lightning.qubit"
 
 
 def test_a_circuit_no_backend_takes_is_one_typed_error():
