@@ -404,7 +404,8 @@ def decide(
         gradient_methods: backend key -> the gradient method it would use for this circuit (what its
             ``setup_execution_config`` resolves "best" to).
         candidates: backends that can take this circuit here, in order of preference.
-        model: measured costs by backend key; a backend without any is predicted as the slowest known.
+        model: measured costs by backend key; a backend without any (a plugin's, a GPU) is tried when trying is
+            cheap, else taken only after every measured one.
         measure: ``measure(key)`` runs the circuit once on that backend and returns its seconds, raising
             for a backend that refuses it; None: decide on predictions alone.
         steps: how often the circuit will run: a one-time cost (``one_time_seconds``) is spread over them,

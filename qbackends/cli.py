@@ -204,10 +204,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from . import calibration, policy
     from .errors import WorkloadInputError
 
+    if args.repeats < 1:
+        raise WorkloadInputError(
+            f"--repeats {args.repeats} times nothing: the profile keeps the median of the timed repeats.",
+            "pass --repeats 1 or more.",
+        )
     if args.workload == "circuits":
         return _calibrate_circuits(args)
     kind = policy.KINDS[args.workload]
-    backends = policy.calibration_candidates(args.workload)
+    backends = policy.calibration_candidates()
     if args.backends:
         registry = get_registry()
         backends = [registry.lookup(w) for w in {devicestring.parse(s) for s in args.backends.split(",")}]
@@ -220,11 +225,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise WorkloadInputError(
             f"--sizes {args.sizes}: {min(sizes)} is below the {least} qubits the {args.workload} step needs: {why}.",
             f"pass sizes of {least} or more, e.g. --sizes {default_sizes}.",
-        )
-    if args.repeats < 1:
-        raise WorkloadInputError(
-            f"--repeats {args.repeats} times nothing: the profile keeps the median of the timed repeats.",
-            "pass --repeats 1 or more.",
         )
     target = Path(args.output) if args.output else calibration.profile_path(args.workload)
     from .storage import exclusive
@@ -247,22 +247,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _calibrate_circuits(args: argparse.Namespace) -> int:
     """auto's cost model measured here: each CPU backend it weighs (or --backends) on the circuit classes."""
-    from . import auto, calibration, costmodel
+    from . import calibration, costmodel
     from .storage import exclusive
 
     registry = get_registry()
     if args.backends:
         backends = [registry.lookup(w) for w in {devicestring.parse(s) for s in args.backends.split(",")}]
     else:
-        backends = [b for b in auto.candidates(registry, None) if b.hardware in ("cpu", "kokkos")]
+        backends = costmodel.cpu_backends(registry)
+
+    def show(backend: Any, costs: Any) -> None:
+        print(
+            f"{backend.device_string:<34} {costs.execution * 1e3:.3f} ms a call, {costs.gate * 1e9:.3f} ns a gate and amplitude"
+        )
+
     target = Path(args.output) if args.output else calibration.profile_path("circuits")
     with exclusive(target.with_name(target.name + ".lock"), f"Cost model {str(target)!r}"):
-        costs = {}
-        for backend in backends:
-            sizes = (costmodel.SMALL, costmodel.LARGE) if not backend.dense_adjoint_observables else (8, 14)
-            costs[backend.key] = costmodel.measure(backend.device_string, max(args.repeats, 1), *sizes)
-            print(f"{backend.device_string:<34} {costs[backend.key].execution * 1e3:.3f} ms a call, "
-                  f"{costs[backend.key].gate * 1e9:.3f} ns a gate and amplitude", flush=True)  # fmt: skip
+        costs = costmodel.measure_all(backends, args.repeats, show)
         path = calibration.save_model(costs, facts_for(registry), target)
     print(f"cost model: {path}")
     return 0

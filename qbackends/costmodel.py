@@ -142,26 +142,43 @@ def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int
     return Costs(**costs)
 
 
+def cpu_backends(registry: Any) -> list[Any]:
+    """The backends on the host that ``auto`` weighs here: what the model is measured for by default."""
+    from .auto import candidates
+
+    return [b for b in candidates(registry, None) if b.hardware in ("cpu", "kokkos")]
+
+
+def measure_all(backends: list[Any], repeats: int = 5, on_result: Callable[[Any, Costs], None] | None = None) -> dict[str, Costs]:
+    """``measure`` of each backend, at sizes it runs in seconds (default.qubit's simulation is slow: smaller)."""
+    costs = {}
+    for backend in backends:
+        small, large = (SMALL, LARGE) if not backend.dense_adjoint_observables else (8, 14)
+        costs[backend.key] = measure(backend.device_string, repeats, small, large)
+        if on_result is not None:
+            on_result(backend, costs[backend.key])
+    return costs
+
+
 def main() -> None:
-    """``python -m qbackends.costmodel``: the model of every CPU backend ``auto`` may take here, as JSON."""
+    """``python -m qbackends.costmodel``: the model of every CPU backend ``auto`` may take here, as JSON (the
+    shipped ``data/auto-model.json``)."""
     import json
     import os
     import sys
     import time as clock
     from dataclasses import asdict
 
-    from .auto import candidates
     from .registry import get_registry
 
-    model = {}
-    for backend in candidates(get_registry(), None):
-        if backend.hardware in ("cpu", "kokkos"):
-            sizes = (SMALL, LARGE) if not backend.dense_adjoint_observables else (8, 14)  # default.qubit is slow
-            costs = measure(backend.device_string, small=sizes[0], large=sizes[1])
-            model[backend.key] = {
-                k: v if isinstance(v, bool) else float(f"{v:.4g}") for k, v in asdict(costs).items() if v is not None
-            }
-            print(backend.key, model[backend.key], file=sys.stderr, flush=True)
+    def show(backend: Any, costs: Costs) -> None:
+        print(backend.key, costs, file=sys.stderr, flush=True)
+
+    costs = measure_all(cpu_backends(get_registry()), on_result=show)
+    model = {
+        key: {k: v if isinstance(v, bool) else float(f"{v:.4g}") for k, v in asdict(c).items() if v is not None}
+        for key, c in costs.items()
+    }
     measured = (
         f"{clock.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 8 and 14 wires)"
     )

@@ -507,7 +507,7 @@ def get_device(
             if choice.backend.device_name not in registry.construction_errors or choice is fit[-1]:
                 raise
             refusals.append(exc)
-    if choice.backend != chain[0]:
+    if choice.backend != chain[0] and not requested_spec(spec).is_auto:  # a fallback= took over: say so
         log.warning(
             "qbackends: using %s instead of %s: %s", choice.backend.device_string, chain[0].device_string, refusals[0].message
         )

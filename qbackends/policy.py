@@ -13,19 +13,15 @@ from typing import Any
 
 log = logging.getLogger("qbackends")
 
-FUSED = "local:qbackends/fused.qubit"
-BATCHED = "local:qbackends/batched.qubit"
-
 
 @dataclass(frozen=True)
 class Kind:
     """A kind of circuit a workload runs: the step ``qbackends calibrate`` times for it (the
-    workload module's ``calibration_step(device_string, wires)``), its sizes, and its own backend."""
+    workload module's ``calibration_step(device_string, wires)``) and its sizes."""
 
     description: str
     module: str
     sizes: tuple[int, ...]
-    own_backend: str
 
 
 KINDS = {
@@ -33,9 +29,8 @@ KINDS = {
         "QAOA MaxCut p=2 value+adjoint gradient, gnm_random_graph(n, 1.5n, seed=1967)",
         "qbackends.workloads.qaoa",
         (12, 16, 20),
-        FUSED,
     ),
-    "qnn": Kind("dressed-QNN quantum layer, a batch of 16, forward+backward", "qbackends.workloads.qnn", (4, 8, 12, 16), BATCHED),
+    "qnn": Kind("dressed-QNN quantum layer, a batch of 16, forward+backward", "qbackends.workloads.qnn", (4, 8, 12, 16)),
 }
 
 
@@ -54,28 +49,15 @@ def calibration_step(kind: str) -> Any:
     return importlib.import_module(KINDS[kind].module).calibration_step
 
 
-def calibration_candidates(kind: str) -> list[Any]:
-    """The runnable backends ``auto`` may choose for ``kind``: generic auto's, and the workload's own."""
+def calibration_candidates() -> list[Any]:
+    """The runnable backends ``auto`` may take: what ``qbackends calibrate`` times by default."""
     from . import capabilities
     from .device import facts_for
     from .registry import get_registry
 
     registry = get_registry()
     facts = facts_for(registry)
-    own = registry.backends.get(KINDS[kind].own_backend.removeprefix("local:"))
-    backends = [b for b in registry.backends.values() if b.generic_auto or b is own]
-    return [b for b in backends if capabilities.evaluate(b, facts).ok]
-
-
-def profile_choice(kind: str, wires: int) -> str | None:
-    """The device string a calibration profile of ``kind`` measured fastest at ``wires`` (None: no profile)."""
-    from . import calibration
-    from .device import facts_for
-    from .registry import get_registry
-
-    profile = calibration.load_profile(facts_for(get_registry()), kind=kind)
-    best = calibration.fastest(profile, calibration_candidates(kind), wires) if profile is not None else None
-    return best.device_string if best is not None else None
+    return [b for b in registry.backends.values() if b.generic_auto and capabilities.evaluate(b, facts).ok]
 
 
 def qnn_diff_method(device_string: str) -> str:

@@ -70,16 +70,16 @@ def test_a_calibration_of_one_backend_does_not_steer_the_qaoa_workload(tmp_path,
     facts = qbackends.device.facts_for(get_registry())
     measured = calibration.load_profile(facts)
     assert measured is not None and set(measured.seconds) == {"pennylane/default.qubit"}
-    assert policy.profile_choice("qaoa", 14) is None and policy.profile_choice("qaoa", 4) is None
     assert qbackends.choose("auto", 14).backend.simulator != "default.qubit"
+    assert qbackends.choose("auto", 4).backend.simulator != "default.qubit"
 
     # a profile of every candidate (measured default.qubit's time, the others slower) decides near its size
-    candidates = [b.key for b in policy.calibration_candidates("qaoa")]
+    candidates = [b.key for b in policy.calibration_candidates()]
     slower = {key: {4: 10 * measured.seconds["pennylane/default.qubit"][4]} for key in candidates}
     calibration.save_profile(calibration.Profile(calibration.fingerprint(facts), {**slower, **measured.seconds}))
-    assert policy.profile_choice("qaoa", 4) == "local:pennylane/default.qubit"
-    assert policy.profile_choice("qaoa", 6) == "local:pennylane/default.qubit"
-    assert policy.profile_choice("qaoa", 14) is None
+    assert qbackends.choose("auto", 4).backend.simulator == "default.qubit"
+    assert qbackends.choose("auto", 6).backend.simulator == "default.qubit"
+    assert qbackends.choose("auto", 14).backend.simulator != "default.qubit"
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_each_workload_kind_has_its_own_profile(tmp_path, monkeypatch, caplog):
     assert measured.seconds["qbackends/batched.qubit"][3] < measured.seconds["pennylane/default.qubit"][3]
     assert calibration.save_profile(measured, calibration.profile_path("qnn")) == tmp_path / "profile-qnn.json"
 
-    slower = {b.key: {4: 0.05} for b in policy.calibration_candidates("qnn")}  # a profile decides where it timed all
+    slower = {b.key: {4: 0.05} for b in policy.calibration_candidates()}  # a profile decides where it timed all
     slow_batched = {**slower, "pennylane/default.qubit": {4: 0.01}, "qbackends/batched.qubit": {4: 0.02}}
     calibration.save_profile(
         calibration.Profile(calibration.fingerprint(facts), slow_batched, kind="qnn"), calibration.profile_path("qnn")
