@@ -297,10 +297,10 @@ def backprop_factor(registry: Any, key: str) -> float:
     return costs.backprop if costs is not None and costs.backprop else BACKPROP_FACTOR
 
 
-def log_decision(decision: Decision, backend: Backend) -> None:
+def log_decision(decision: Decision, backend: Backend, precision: str = "c128") -> None:
     """One line the first time ``auto`` takes a backend for a circuit structure; a warning when it pays a one-time cost."""
     log.info("qbackends: %s", decision.explain())
-    if once := one_time_seconds(backend):
+    if once := one_time_seconds(backend, precision):
         log.warning(
             "qbackends: compiling %s's kernels, once per installation (about %.0f s; `qbackends warmup` does it ahead)...",
             backend.simulator,
@@ -379,13 +379,14 @@ def matches(backend: Backend, keys: set[str]) -> bool:
     return backend.key in keys or backend.simulator in keys or backend.device_name in keys
 
 
-def one_time_seconds(backend: Backend) -> float:
-    """What a backend costs once before its first step here: fused.qubit's kernel compilation until it is cached."""
+def one_time_seconds(backend: Backend, precision: str = "c128") -> float:
+    """What a backend costs once before its first step here: fused.qubit's kernel compilation (of
+    ``precision``) until it is cached."""
     if backend.key != "qbackends/fused.qubit":
         return 0.0
     from .fused import warmup
 
-    return 0.0 if warmup.compiled() else warmup.compile_seconds()
+    return 0.0 if warmup.compiled(precision) else warmup.compile_seconds(precision)
 
 
 def decide(
@@ -396,6 +397,7 @@ def decide(
     measure: Callable[[str], float] | None,
     steps: int = 100,
     accepts: Callable[[str], None] | None = None,
+    precision: str = "c128",
 ) -> Decision:
     """The fastest candidate for ``shape``.
 
@@ -412,13 +414,14 @@ def decide(
             and a backend that has one is not tried (the trial would pay it).
         accepts: ``accepts(key)`` raises for a backend whose preprocessing refuses the circuit: a backend
             taken without a trial is checked with it first, and the next best taken if it refuses.
+        precision: the amplitudes asked for (a one-time compile is per precision).
     """
     predicted = {}
     cold = set()
     for backend in candidates:
         costs = model.get(backend.key)
         predicted[backend.key] = predict(costs, shape, gradient_methods.get(backend.key)) if costs else math.inf
-        if once := one_time_seconds(backend):
+        if once := one_time_seconds(backend, precision):
             predicted[backend.key] += once / max(steps, 1)
             cold.add(backend.key)
     order = sorted((b.key for b in candidates), key=lambda k: predicted[k])  # stable: preference breaks ties

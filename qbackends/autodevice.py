@@ -149,12 +149,13 @@ class AutoQubit(Device):
                 auto.raise_refused(auto.Decision("", refused=refused))
             candidates = [b for b in self._candidates if b.key in methods]
             measure = None if tape is None else self._trial(config, circuit, tape)
-            decision = auto.decide(
-                shape, methods, candidates, auto.model(self._registry), measure, self._steps, self._accepts(config, circuit)
-            )
+            precision = self._build["precision"]
+            accepts = self._accepts(config, circuit)
+            model = auto.model(self._registry)
+            decision = auto.decide(shape, methods, candidates, model, measure, self._steps, accepts, precision)
             decision.refused = {**refused, **decision.refused}
             self._decisions[key] = decision
-            auto.log_decision(decision, self._registry.backends[decision.backend])
+            auto.log_decision(decision, self._registry.backends[decision.backend], precision)
         self.last_backend = self._registry.backends[decision.backend]
         self.last_choice = self.last_backend.device_string
         self._last = (circuit, config.gradient_method, decision)

@@ -275,8 +275,9 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from .fused import warmup
 
     start = time.perf_counter()
-    print(f"compiling fused.qubit's kernels, once per installation (about {warmup.compile_seconds():.0f} s)...", flush=True)
-    warmup.compile_kernels()
+    seconds = warmup.compile_seconds(args.precision)
+    print(f"compiling fused.qubit's {args.precision} kernels, once per installation (about {seconds:.0f} s)...", flush=True)
+    warmup.compile_kernels(args.precision)
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
@@ -344,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         "so no run waits for them"
     )
     p = sub.add_parser("warmup", help=text, description=text)
+    p.add_argument("--precision", choices=("c128", "c64"), default="c128", help="the kernels of this precision (c64 is opted in)")
     p.set_defaults(func=cmd_warmup)
 
     for register in _extra_commands():

@@ -17,7 +17,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.preprocess import decompose, validate_device_wires, validate_measurements
 from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMeasurement, StateMP, VarianceMP
 
-from ..errors import UnsupportedCircuitError
+from ..errors import UnsupportedCircuitError, UnsupportedOptionError
 from . import engine, warmup
 from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
@@ -117,24 +117,28 @@ class FusedQubit(Device):
         wires: number of wires or their labels; None takes the wires of each circuit.
         shots: None for analytic results (adjoint gradients); a number samples the final state.
         seed: seed of the sampler's random numbers.
+        c_dtype: ``numpy.complex128`` (default) or ``numpy.complex64``: half the memory and the bytes
+            per pass; sums (expectations, gradients) are taken in float64 either way.
     """
 
     name = "qbackends.fused.qubit"
     config_filepath = Path(__file__).with_name("fused_qubit.toml")
 
-    def __init__(self, wires: Any = None, shots: Any = None, seed: Any = None) -> None:
+    def __init__(self, wires: Any = None, shots: Any = None, seed: Any = None, c_dtype: Any = np.complex128) -> None:
         super().__init__(wires=wires, shots=shots)
+        self._dtype = _state_dtype(c_dtype)
         self._rng = np.random.default_rng(seed)
         self._kernels_marked = False
-        self._cold = not warmup.compiled()  # then its first executions time the compile, for later estimates
+        self._precision = "c64" if self._dtype == np.complex64 else "c128"
+        self._cold = not warmup.compiled(self._precision)  # then its first executions time the compile, for later estimates
         self._compile_seconds = 0.0  # numba's compiling in this device's executions
-        self._diagonals = engine.DiagonalCache()
+        self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)
         self._scratch: dict[str, np.ndarray] = {}  # reused state buffers: no page faults per execution
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._scratch.get(name)
         if buf is None or buf.size != size:
-            buf = self._scratch[name] = np.empty(size, dtype=complex)
+            buf = self._scratch[name] = np.empty(size, dtype=self._dtype)
         return buf
 
     # ---- preprocessing ----------------------------------------------------------------------
@@ -175,21 +179,21 @@ class FusedQubit(Device):
         self._compile_seconds += seconds
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        traffic = engine.Traffic()
+        traffic = engine.Traffic(self._dtype.itemsize)
         with warmup.timing_compiles(self._compiled_for):
             results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
         self._track(circuits, results, traffic)
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        traffic = engine.Traffic()
+        traffic = engine.Traffic(self._dtype.itemsize)
         with warmup.timing_compiles(self._compiled_for):
             results, jacobians = (
                 zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
             )
         self._track(circuits, results, traffic, derivatives=len(circuits))
         if circuits and not self._kernels_marked:  # values and gradients ran: every kernel is compiled
-            warmup.mark_compiled(self._compile_seconds if self._cold else 0.0)  # not a recompile of a few
+            warmup.mark_compiled(self._compile_seconds if self._cold else 0.0, self._precision)  # not a recompile of a few
             self._kernels_marked = True
         return tuple(results), tuple(jacobians)
 
@@ -261,9 +265,9 @@ class FusedQubit(Device):
                 values.append(m.process_state(psi, qml.wires.Wires(wires)))
             elif (terms := z_terms(m.obs)) is None:  # matrix observables, and Pauli sums left unrotated
                 o_psi = _apply_observable(m.obs, psi, index, wires)
-                value = np.real(np.vdot(psi, o_psi))
+                value = _inner(psi, o_psi).real
                 if isinstance(m, VarianceMP):
-                    values.append(np.array(np.vdot(o_psi, o_psi).real - value**2))
+                    values.append(np.array(_inner(o_psi, o_psi).real - value**2))
                     continue
                 values.append(np.array(value))
                 if gradient and not adjoint:
@@ -278,22 +282,22 @@ class FusedQubit(Device):
             else:
                 diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
-                    p = np.abs(psi) ** 2
+                    p = _magnitudes(psi)
                     values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
                 elif adjoint:
                     lam = self._buffer("lambda", psi.size)
                     values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, lam)))
-                    traffic.add(psi.size, 40)  # ψ and the diagonal read, λ written
+                    traffic.add(psi.size, states=2, diagonals=1)  # ψ and the diagonal read, λ written
                     phi = psi
                     if len(tape.measurements) > 1:  # keep ψ for the next measurement
                         phi = self._buffer("phi", psi.size)
                         phi[:] = psi
-                        traffic.add(psi.size, engine.STATE_PASS)
+                        traffic.add(psi.size, states=2)
                     grad = engine.adjoint_gradient(segments, nparams, phi, lam, n, self._diagonals, traffic)
                     jac_rows.append(grad[list(tape.trainable_params)])
                 else:
                     values.append(np.array(engine.K.expval(psi, diagonal)))
-                    traffic.add(psi.size, 24)  # ψ and the diagonal read
+                    traffic.add(psi.size, states=1, diagonals=1)  # ψ and the diagonal read
                     if gradient:  # nothing trainable: an empty Jacobian row
                         jac_rows.append(np.zeros(0))
         result = values[0] if len(values) == 1 else tuple(values)
@@ -306,13 +310,28 @@ class FusedQubit(Device):
         from pennylane.devices.qubit.sampling import measure_with_samples
 
         measurements = [m.map_wires(index) for m in tape.measurements]
-        results = measure_with_samples(measurements, psi.reshape((2,) * n), tape.shots, rng=self._rng)
+        state = psi.astype(np.complex128, copy=False).reshape((2,) * n)  # probabilities summed in float64
+        results = measure_with_samples(measurements, state, tape.shots, rng=self._rng)
         if len(measurements) == 1:
             return tuple(r[0] for r in results) if tape.shots.has_partitioned_shots else results[0]
         return tuple(results)
 
     def _diagonal(self, terms: list[tuple[list[Any], float]], index: dict, n: int) -> np.ndarray:
         return self._diagonals.get(n, *_masks_and_coefficients(terms, index, n))
+
+
+def _state_dtype(c_dtype: Any) -> np.dtype:
+    """The amplitudes' dtype: complex128 or complex64, else a typed error naming the choices."""
+    try:
+        dtype = np.dtype(c_dtype)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.complex64, np.complex128):
+        raise UnsupportedOptionError(
+            f"qbackends.fused.qubit has no c_dtype {c_dtype!r}; choices: numpy.complex128, numpy.complex64.",
+            "pass c_dtype=numpy.complex64 (or precision='c64' to get_device) for half the memory, or leave it out.",
+        )
+    return dtype
 
 
 def _masks_and_coefficients(terms: list[tuple[list[Any], float]], index: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -353,19 +372,29 @@ def _refuse_untracked_gradients(tape: Any, segments: list, nparams: int) -> None
 def _apply_observable(obs: Any, psi: np.ndarray, index: dict, wires: Any) -> np.ndarray:
     """Oψ for any observable: by its sparse matrix over all wires, or its matrix on its own wires."""
     if obs.has_sparse_matrix and not obs.has_matrix:
-        return np.asarray(obs.sparse_matrix(wire_order=wires) @ psi, dtype=complex)
+        return np.asarray(obs.sparse_matrix(wire_order=wires) @ psi, dtype=psi.dtype)
     out = psi.copy()
     engine.apply_matrix(qml.matrix(obs), tuple(index[w] for w in obs.wires), out, len(wires))
     return out
 
 
 def _probabilities(psi: np.ndarray, wires: list[int], n: int) -> np.ndarray:
-    p = (np.abs(psi) ** 2).reshape([2] * n)
+    p = _magnitudes(psi).reshape([2] * n)
     others = tuple(i for i in range(n) if i not in wires)
     marginal = p.sum(axis=others) if others else p
     order = sorted(wires)
     marginal = np.transpose(marginal, [order.index(w) for w in wires])
     return marginal.reshape(-1)
+
+
+def _magnitudes(psi: np.ndarray) -> np.ndarray:
+    """|ψ_k|² in float64 (a complex64 state's sums would lose digits)."""
+    return np.abs(psi.astype(np.complex128, copy=False)) ** 2
+
+
+def _inner(a: np.ndarray, b: np.ndarray) -> complex:
+    """⟨a|b⟩ summed in complex128."""
+    return complex(np.vdot(a.astype(np.complex128, copy=False), b.astype(np.complex128, copy=False)))
 
 
 def _format_jacobian(jac: np.ndarray) -> Any:

@@ -65,13 +65,16 @@ def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
 
 @dataclass
 class Traffic:
-    """Bytes the kernels moved in an execution, the roofline's numerator: per pass, 16 bytes read and
-    16 written per amplitude of each state vector it sweeps, plus the tables it reads."""
+    """Bytes the kernels moved in an execution, the roofline's numerator: per amplitude swept, the
+    state amplitudes read and written (``amplitude`` bytes each: 16 at complex128, 8 at complex64),
+    the uint16 levels and the real diagonal entries (half an amplitude) read."""
 
+    amplitude: int = 16
     bytes: int = 0
 
-    def add(self, amplitudes: int, bytes_each: int) -> None:
-        self.bytes += amplitudes * bytes_each
+    def add(self, amplitudes: int, states: float = 0, levels: int = 0, diagonals: int = 0) -> None:
+        each = states * self.amplitude + levels * LEVEL_BYTES + diagonals * self.amplitude // 2
+        self.bytes += int(amplitudes * each)
 
 
 @dataclass
@@ -91,17 +94,15 @@ class Measure:
     undone: tuple[int, np.ndarray] | None = None
 
 
-STATE_PASS = 32  # one complex128 amplitude read and written
-LEVEL_BYTES = 2  # a uint16 level per amplitude
-
-
 class DiagonalCache:
     """Diagonals of observables and level tables of diagonal blocks, kept for the next executions
-    (a QAOA step asks for the same cost and the same blocks every time)."""
+    (a QAOA step asks for the same cost and the same blocks every time). Diagonals are kept as
+    ``real`` (float32 beside complex64 states: half the bytes, as exact as the state)."""
 
-    def __init__(self, size: int = 2) -> None:
+    def __init__(self, size: int = 2, real: type = np.float64) -> None:
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._size = size
+        self._real = real
 
     def _remember(self, key: tuple, value: np.ndarray) -> np.ndarray:
         self._entries[key] = value
@@ -122,7 +123,7 @@ class DiagonalCache:
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, coefs, nwires)
-        out = np.empty(1 << nwires)
+        out: np.ndarray = np.empty(1 << nwires, dtype=self._real)
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
         return self._remember(key, out)
 
@@ -137,6 +138,7 @@ class DiagonalCache:
         return self._remember(key, out)
 
 
+LEVEL_BYTES = 2  # a uint16 level per amplitude
 MAX_LEVELS = 1 << 16
 
 
@@ -445,16 +447,15 @@ def forward(
         into = keep if keeping and i + 2 == len(segments) - 1 else None
         K.layers_with_diagonal(
             psi,
-            into if into is not None else np.empty(0, dtype=complex),
+            into if into is not None else psi[:0],
             *p.tiling(),
-            p.mats,
+            *_cast(psi, p.mats),
             p.tile_bits,
             fusion.levels,
-            fusion.phases,
-            q.mats,
+            *_cast(psi, fusion.phases, q.mats),
             q.tile_bits,
         )
-        traffic.add(psi.size, STATE_PASS + LEVEL_BYTES + (STATE_PASS // 2 if into is not None else 0))
+        traffic.add(psi.size, states=3 if into is not None else 2, levels=1)
         i += 2
     if measure is not None and not measured:
         _measure(psi, measure, traffic)  # the last sweep did not apply a layer
@@ -464,10 +465,10 @@ def forward(
 def _measure(psi: np.ndarray, measure: Measure, traffic: Traffic) -> None:
     if measure.lam is not None:
         measure.value = K.expval_and_lambda(psi, measure.diagonal(), measure.lam)
-        traffic.add(psi.size, 40)  # ψ and the diagonal read, λ written
+        traffic.add(psi.size, states=2, diagonals=1)  # ψ and the diagonal read, λ written
     else:
         measure.value = K.expval(psi, measure.diagonal())
-        traffic.add(psi.size, 24)
+        traffic.add(psi.size, states=1, diagonals=1)
 
 
 def _layer_pass(
@@ -483,23 +484,25 @@ def _layer_pass(
     measure, the pass's index in its layer) for the last pass: it takes the expectation and writes
     what the measure asks for."""
     measure, index = measured if measured is not None else (None, -1)
-    empty = np.empty(0, dtype=complex)
+    empty = psi[:0]
     diagonal, levels = np.empty(0), np.empty(0, dtype=np.uint16)
     if measure is not None:
         levels, diagonal = measure.by_level if measure.by_level is not None else (levels, measure.diagonal())
+        diagonal = diagonal.astype(psi.real.dtype, copy=False)  # products in the state's precision, sums in float64
     lam = measure.lam if measure is not None and measure.lam is not None else empty
     out = psi if measure is None or measure.write_state else empty
     tables = _source_tables(product, p, nwires)
     undoing = measure is not None and measure.undo
     undo = _inverses(p.mats) if undoing else p.mats[:0]
     moments = np.zeros((1 << p.rest.size, len(p.params)) if undoing else (0, 0))
+    mats, undo = _cast(psi, p.mats, undo)
     value = K.layer_apply(
         source,
         out,
         *p.tiling(),
-        p.mats,
+        mats,
         p.tile_bits,
-        tables,
+        _cast(psi, *tables),
         diagonal,
         levels,
         lam,
@@ -511,10 +514,9 @@ def _layer_pass(
         measure.value = value
         if undoing:
             measure.undone = index, moments
-    reads = 16 if product is None else LEVEL_BYTES if product.levels.size else 0
-    if measure is not None:
-        reads += LEVEL_BYTES if levels.size else 8
-    traffic.add(psi.size, reads + 16 * (out.size > 0) + 16 * (lam.size > 0))
+    levels_read = int(product is not None and product.levels.size > 0) + int(measure is not None and levels.size > 0)
+    states = int(product is None) + int(out.size > 0) + int(lam.size > 0)
+    traffic.add(psi.size, states=states, levels=levels_read, diagonals=int(measure is not None and not levels.size))
 
 
 def _first_block(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -533,13 +535,13 @@ def _initial_state(
     if not initial:
         psi[:] = 0.0
         psi[0] = 1.0
-        traffic.add(psi.size, 16)
+        traffic.add(psi.size, states=1)
         return
     layer = initial[0]
     assert isinstance(layer, ProductLayer)
     levels, phases = block if len(initial) == 2 and block else (np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex))
     initial_product(layer, nwires, psi, levels, phases)
-    traffic.add(psi.size, 16 + (LEVEL_BYTES if levels.size else 0))
+    traffic.add(psi.size, states=1, levels=levels.size > 0)
 
 
 def _apply_layer(
@@ -555,21 +557,22 @@ def _apply_layer(
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
     traffic = traffic if traffic is not None else Traffic()
     if isinstance(seg, DiagonalBlock) and (by_level := _by_level(seg, nwires, cache, 1.0)):
-        K.phase_by_level(psi, *by_level)
-        traffic.add(psi.size, STATE_PASS + LEVEL_BYTES)
+        levels, phases = by_level
+        K.phase_by_level(psi, levels, *_cast(psi, phases))
+        traffic.add(psi.size, states=2, levels=1)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
         phase_a, phase_c = _phase_tables(t, 1.0)
         K.diag_phase_tables(psi, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, 1.0)
-        traffic.add(psi.size, STATE_PASS)
+        traffic.add(psi.size, states=2)
     elif isinstance(seg, ProductLayer):
         _apply_layer(seg, psi, psi, nwires, traffic)
     elif isinstance(seg, Dense):
         apply_matrix(seg.matrix, seg.axes, psi, nwires)
-        traffic.add(psi.size, 2 * STATE_PASS)  # tensordot into a new array, then copied back
+        traffic.add(psi.size, states=4)  # tensordot into a new array, then copied back
     else:
         K.cnot(psi, seg.control, seg.target)
-        traffic.add(psi.size, STATE_PASS // 2)  # half the amplitudes swap
+        traffic.add(psi.size, states=1)  # half the amplitudes swap
 
 
 def apply_matrix(matrix: np.ndarray, axes: tuple[int, ...], psi: np.ndarray, nwires: int) -> None:
@@ -634,11 +637,11 @@ def adjoint_gradient(
             inverse = np.conj(seg.matrix.T)
             apply_matrix(inverse, seg.axes, phi, nwires)
             apply_matrix(inverse, seg.axes, lam, nwires)
-            traffic.add(phi.size, 4 * STATE_PASS)
+            traffic.add(phi.size, states=8)
         else:
             K.cnot(phi, seg.control, seg.target)
             K.cnot(lam, seg.control, seg.target)
-            traffic.add(phi.size, STATE_PASS)
+            traffic.add(phi.size, states=2)
         i -= 2 if took_block else 1
     return grad
 
@@ -741,7 +744,7 @@ def _fused_adjoint(
         carried_args,
         NO_SOURCE,
     )
-    traffic.add(phi.size, STATE_PASS + STATE_PASS // 2 + LEVEL_BYTES)
+    traffic.add(phi.size, states=3, levels=1)
     if carried_out is not None:
         _add_moments(grad, carried, carried_out)
     _add_moments(grad, p, out)
@@ -782,12 +785,12 @@ def _diagonal_adjoint(
     moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
     if by_level := _by_level(seg, nwires, cache, -1.0):
         levels, phases = by_level
-        K.diag_adjoint_levels(phi, lam, levels, phases, t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
-        traffic.add(phi.size, (2 * STATE_PASS if undo else STATE_PASS) + LEVEL_BYTES)
+        K.diag_adjoint_levels(phi, lam, levels, *_cast(phi, phases), t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
+        traffic.add(phi.size, states=4 if undo else 2, levels=1)
     else:
         phase_a, phase_c = _phase_tables(t, -1.0)
         K.diag_adjoint_tables(phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo)
-        traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
+        traffic.add(phi.size, states=4 if undo else 2)
     m = moments.sum(axis=0)  # row 0: Σ over the chunks of q[lo]; row 1 + g: of z(hi & gmask[g]) q[lo]
     params, alphas = np.array(seg.params, dtype=np.int64), np.array(seg.alphas, dtype=float)
     wanted = (params >= 0) & (alphas != 0.0)
@@ -814,8 +817,8 @@ def _layer_adjoint(
     for p in _layer_passes(seg, nwires):
         out = np.zeros((nthreads, len(p.params)))
         inverses = _inverses(p.mats)
-        K.layer_adjoint(phi, lam, *p.tiling(), inverses, p.tile_bits, p.generators, out, nthreads, undo)
-        traffic.add(phi.size, 2 * STATE_PASS if undo else STATE_PASS)
+        K.layer_adjoint(phi, lam, *p.tiling(), *_cast(phi, inverses), p.tile_bits, p.generators, out, nthreads, undo)
+        traffic.add(phi.size, states=4 if undo else 2)
         _add_moments(grad, p, out)
 
 
@@ -869,8 +872,7 @@ def _layer_adjoint_lambda(
         reads_phi = before or after or block
         # levels: the block's, which are also the computed input's (its prefix ends with that block)
         levels_read = block or (reads_phi and computed and source is not None and source.levels.size > 0)
-        reads = STATE_PASS // 2 * (1 + (reads_phi and not computed)) + (LEVEL_BYTES if levels_read else 0)
-        traffic.add(phi.size, reads + (STATE_PASS // 2 if write else 0))
+        traffic.add(phi.size, states=1 + (reads_phi and not computed) + write, levels=bool(levels_read))
 
     others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
     order = ([first] if first is not None else []) + others
@@ -905,21 +907,29 @@ def _adjoint_sweep(
     source: tuple,
 ) -> None:
     """``kernels.layer_adjoint_lambda`` over pass ``p``; flags: before, undo, after, write; ``out`` has a row per thread."""
+    levels, phases, sums = block
+    carried_bits, carried_generators, carried_out, carried_inverses = carried
     K.layer_adjoint_lambda(
         phi,
         lam,
         *p.tiling(),
-        _inverses(p.mats),
+        *_cast(lam, _inverses(p.mats)),
         p.tile_bits,
         p.generators,
         out,
         out.shape[0],
         *flags,
         diagonal,
-        block,
-        carried,
-        source,
+        (levels, *_cast(lam, phases), sums),
+        (carried_bits, carried_generators, carried_out, *_cast(lam, carried_inverses)),
+        _cast(lam, *source),
     )
+
+
+def _cast(state: np.ndarray, *tables: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Complex tables (gates, phases, product vectors) in the state's precision: complex64 tiles are
+    then worked on in float32 throughout."""
+    return tuple(t.astype(state.dtype) if t.dtype.kind == "c" and t.dtype != state.dtype else t for t in tables)
 
 
 def _add_moments(grad: np.ndarray, p: Pass, out: np.ndarray) -> None:

@@ -250,6 +250,14 @@ def _transpose_block(runs, size):
     return min(runs, max(np.uint64(1), np.uint64(TRANSPOSE_AMPS) // size))
 
 
+@njit(inline="always")
+def _split_buffers(state, width):
+    """Four tile buffers (φ and λ, real and imaginary parts) in the state's real precision:
+    complex64 states are worked on in float32, twice the numbers per vector instruction."""
+    real = state.real.dtype
+    return np.empty(width, dtype=real), np.empty(width, dtype=real), np.empty(width, dtype=real), np.empty(width, dtype=real)
+
+
 @njit()
 def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise);
@@ -259,7 +267,7 @@ def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     runs = np.uint64(starts.size)
     if transposed:  # the runs follow each other: blocks of them are split, then transposed in L1
         block = _transpose_block(runs, size)
-        part_re, part_im = np.empty(block * size), np.empty(block * size)
+        part_re, part_im = np.empty(block * size, dtype=re.dtype), np.empty(block * size, dtype=re.dtype)
         for first in range(np.uint64(0), runs, block):
             start = starts[first]
             for k in range(block * size):
@@ -287,7 +295,7 @@ def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
     runs = np.uint64(starts.size)
     if transposed:  # as in _gather, backwards
         block = _transpose_block(runs, size)
-        part_re, part_im = np.empty(block * size), np.empty(block * size)
+        part_re, part_im = np.empty(block * size, dtype=re.dtype), np.empty(block * size, dtype=re.dtype)
         for first in range(np.uint64(0), runs, block):
             for j in range(size):
                 for run in range(block):
@@ -469,7 +477,7 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
     wires and P_i commutes with U_i, so each moment may be taken before or after any undoing."""
     width = 1 << (run_bits + high_bits.size)
     for t in prange(nthreads):
-        pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
+        pre, pim, lre, lim = _split_buffers(phi, width)
         first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
         for tile in range(first, last):
             _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
@@ -644,8 +652,8 @@ def layer_apply(
     width = 1 << (run_bits + high_bits.size)
     total = 0.0
     for tile in prange(1 << rest_bits.size):
-        re = np.empty(width)
-        im = np.empty(width)
+        re = np.empty(width, dtype=psi.real.dtype)
+        im = np.empty(width, dtype=psi.real.dtype)
         _load(re, im, source, tile, rest_bits, high_bits, run_bits, transposed, product)
         _apply_gates(re, im, tile_bits, mats)
         if psi.size:
@@ -660,7 +668,7 @@ def layer_apply(
                 part += d[t] * (re[t] * re[t] + im[t] * im[t])
             total += part
             if lam.size:  # λ = Dψ in place of ψ, unless ψ is still needed for the moments
-                lre, lim = (np.empty(width), np.empty(width)) if moments.size else (re, im)
+                lre, lim = (np.empty_like(re), np.empty_like(im)) if moments.size else (re, im)
                 for t in range(width):
                     lre[t] = d[t] * re[t]
                     lim[t] = d[t] * im[t]
@@ -679,8 +687,8 @@ def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, 
     holding the state after the block."""
     width = 1 << (run_bits + high_bits.size)
     for tile in prange(1 << rest_bits.size):
-        re = np.empty(width)
-        im = np.empty(width)
+        re = np.empty(width, dtype=psi.real.dtype)
+        im = np.empty(width, dtype=psi.real.dtype)
         _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
         _apply_gates(re, im, bits1, mats1)
         _phase_tile(re, im, _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed), phases)
@@ -731,7 +739,7 @@ def layer_adjoint_lambda(
     carried_bits, carried_generators, carried_out, carried_inverses = carried
     width = 1 << (run_bits + high_bits.size)
     for t in prange(nthreads):
-        pre, pim, lre, lim = np.empty(width), np.empty(width), np.empty(width), np.empty(width)
+        pre, pim, lre, lim = _split_buffers(lam, width)
         first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
         for tile in range(first, last):
             _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)

@@ -1,6 +1,7 @@
 """The fused simulator's one-time cost: its numba kernels compile on first use and are cached on disk.
 This module says whether that has happened in this installation and how long it takes here, and does
-it on request (``qbackends warmup``).
+it on request (``qbackends warmup``). Each precision compiles its own kernels (c64 is opted in:
+``qbackends warmup --precision c64``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def _folder() -> Path | None:
     return Path(chosen) if chosen else kernels.CACHE.folder
 
 
-def _marker() -> Path | None:
-    """A file beside numba's cache of the kernels, named after what invalidates that cache."""
+def _marker(precision: str = "c128") -> Path | None:
+    """A file beside numba's cache of the kernels, named after what invalidates that cache and the precision."""
     from importlib import metadata
 
     from . import kernels
@@ -35,39 +36,43 @@ def _marker() -> Path | None:
         return None
     source = Path(kernels.__file__)
     key = hashlib.sha256(source.read_bytes() + metadata.version("numba").encode()).hexdigest()[:16]
-    return folder / f"qbackends-kernels-{key}.compiled"
+    return folder / f"qbackends-kernels-{key}{'' if precision == 'c128' else '-' + precision}.compiled"
 
 
-def compiled() -> bool:
-    """True once the kernels have been compiled and cached in this installation."""
+def _seconds_file(folder: Path, precision: str) -> Path:
+    return folder / (SECONDS_FILE if precision == "c128" else f"{SECONDS_FILE}.{precision}")
+
+
+def compiled(precision: str = "c128") -> bool:
+    """True once the kernels (of ``precision``) have been compiled and cached in this installation."""
     try:
-        marker = _marker()
+        marker = _marker(precision)
         return marker is not None and marker.exists()
     except OSError:
         return False
 
 
-def compile_seconds() -> float:
+def compile_seconds(precision: str = "c128") -> float:
     """How long compiling the kernels takes here: what the last compile measured, else ``COMPILE_SECONDS``."""
     folder = _folder()
     try:
-        seconds = float((folder / SECONDS_FILE).read_text()) if folder is not None else math.nan
+        seconds = float(_seconds_file(folder, precision).read_text()) if folder is not None else math.nan
     except (OSError, ValueError):
         seconds = math.nan
     return seconds if math.isfinite(seconds) and seconds > 0 else COMPILE_SECONDS
 
 
-def mark_compiled(seconds: float = 0.0) -> None:
-    """Record that every kernel has been compiled (a value and a gradient ran), and, when they were
-    compiled just now rather than loaded (``seconds`` > 0), how long numba took."""
-    marker = _marker()
+def mark_compiled(seconds: float = 0.0, precision: str = "c128") -> None:
+    """Record that every kernel of ``precision`` has been compiled (a value and a gradient ran), and,
+    when they were compiled just now rather than loaded (``seconds`` > 0), how long numba took."""
+    marker = _marker(precision)
     if marker is None:  # not cached: they compile again next time
         return
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
         if seconds > 0:
-            (marker.parent / SECONDS_FILE).write_text(f"{seconds:.1f}\n")
+            _seconds_file(marker.parent, precision).write_text(f"{seconds:.1f}\n")
     except OSError:  # a read-only installation: the kernels compile again next time
         pass
 
@@ -81,15 +86,18 @@ def timing_compiles(add: Callable[[float], None]) -> Iterator[None]:
         yield
 
 
-def compile_kernels() -> None:
-    """Compile (or load) every kernel by running a small value and gradient, then mark them compiled."""
+def compile_kernels(precision: str = "c128") -> None:
+    """Compile (or load) every kernel of ``precision`` by running a small value and gradient, then mark them compiled."""
+    import numpy as np
     import pennylane as qml
 
     from .device import FusedQubit
 
+    dtype = np.complex64 if precision == "c64" else np.complex128
+
     hamiltonian = qml.Hamiltonian([1.0, 0.5], [qml.Z(0) @ qml.Z(1), qml.Z(2)])
 
-    @qml.qnode(FusedQubit(wires=3), diff_method="adjoint")
+    @qml.qnode(FusedQubit(wires=3, c_dtype=dtype), diff_method="adjoint")
     def circuit(x):  # every segment kind: product layer, diagonal block, CNOT
         for w in range(3):
             qml.Hadamard(w)
@@ -102,7 +110,7 @@ def compile_kernels() -> None:
     cost = qml.Hamiltonian([0.5] * 3, [qml.Z(0) @ qml.Z(1), qml.Z(1) @ qml.Z(2), qml.Z(0) @ qml.Z(2)])
     mixer = qml.Hamiltonian([1.0] * 3, [qml.X(w) for w in range(3)])
 
-    @qml.qnode(FusedQubit(wires=3), diff_method="adjoint")
+    @qml.qnode(FusedQubit(wires=3, c_dtype=dtype), diff_method="adjoint")
     def qaoa(p):  # the sweeps that fuse a mixer, an unweighted cost layer and the next mixer
         for w in range(3):
             qml.Hadamard(w)
@@ -111,10 +119,10 @@ def compile_kernels() -> None:
             qml.qaoa.mixer_layer(p[1][layer], mixer)
         return qml.expval(cost)
 
-    cold, spent = not compiled(), [0.0]
+    cold, spent = not compiled(precision), [0.0]
     with timing_compiles(spent.append):
         qml.grad(circuit)(qml.numpy.array([0.1, 0.2], requires_grad=True))
         angles = [[0.1, 0.2], [0.3, 0.4]]
         qml.grad(qaoa)(qml.numpy.array(angles, requires_grad=True))
         qaoa(qml.numpy.array(angles, requires_grad=False))
-    mark_compiled(sum(spent) if cold else 0.0)  # the whole compile, not a recompile of a few
+    mark_compiled(sum(spent) if cold else 0.0, precision)  # the whole compile, not a recompile of a few
