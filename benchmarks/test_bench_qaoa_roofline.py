@@ -1,11 +1,14 @@
 """Issue: QAOA at the memory-bandwidth limit. The circuit as users write it (qml.qaoa cost and mixer
 layers, expval(H_C)), p=2, on gnm_random_graph(n, 1.5 n, seed=1967): value + adjoint gradient, and
-the energy alone. fused.qubit against lightning.qubit and lightning.kokkos, interleaved round by
-round in one benchmark (lightning.kokkos slows sharply on a busy machine: medians over rounds).
+the energy alone. fused.qubit at c128 and c64 against lightning.qubit and lightning.kokkos,
+interleaved round by round in one benchmark (lightning.kokkos slows sharply on a busy machine:
+medians over rounds). 22-28 qubits take both precisions side by side; 30 qubits c64 alone (a c128
+state is 16 GiB); a p=6 energy at 28 qubits against QOKit's published 11.5 s (48 cores, c128).
 
 Roofline: the bytes fused.qubit's kernels move in a step (its tracker's ``bytes_moved``) over the
-step's median time, against this machine's copy bandwidth for an array of the state's size,
-measured in the same run. ``qbackends bench report`` prints both.
+step's median time, against this machine's copy bandwidth for an array of the state's size (at
+most 1 GiB: beyond the caches either way), measured in the same run. ``qbackends bench report``
+prints both.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import networkx as nx
 import numpy as np
 import pennylane as qml
 import pytest
-from conftest import interleaved_medians, record_seconds, skip_reason
+from conftest import interleaved_medians, record_note, record_seconds, skip_reason
 from numba import njit, prange
 
 from qbackends import get_device
@@ -26,10 +29,11 @@ from qbackends.workloads import qaoa
 
 FUSED = "local:qbackends/fused.qubit"
 LIGHTNING = ("local:pennylane/lightning.qubit", "local:pennylane/lightning.kokkos")
+AMPLITUDE_BYTES = {"c128": 16, "c64": 8}
 
 
-def user_circuit(device, nodes: int, weighted: bool):
-    """(value + gradient step, energy step) for the user's p=2 QAOA on ``device``."""
+def user_circuit(device, nodes: int, weighted: bool, layers: int = 2):
+    """(value + gradient step, energy step) for the user's QAOA of ``layers`` on ``device``."""
     graph = nx.gnm_random_graph(nodes, 3 * nodes // 2, seed=1967)
     if weighted:  # non-integer cuts: qml.qaoa.maxcut ignores weights, so H_C is built from them
         rng = np.random.default_rng(5)
@@ -43,12 +47,12 @@ def user_circuit(device, nodes: int, weighted: bool):
     def energy(params):
         for w in range(nodes):
             qml.Hadamard(w)
-        for layer in range(2):
+        for layer in range(layers):
             qml.qaoa.cost_layer(params[0][layer], cost)
             qml.qaoa.mixer_layer(params[1][layer], mixer)
         return qml.expval(cost)
 
-    values = np.random.default_rng(1).uniform(0, 1, (2, 2))
+    values = np.random.default_rng(1).uniform(0, 1, (2, layers))
     trainable, fixed = qml.numpy.array(values, requires_grad=True), qml.numpy.array(values, requires_grad=False)
     value_and_grad = qml.grad(energy)  # the adjoint step computes the value with the gradient
     return (lambda: value_and_grad(trainable)), (lambda: energy(fixed))
@@ -60,9 +64,9 @@ def _copy(src, dst):
         dst[i] = src[i]
 
 
-def copy_bandwidth(nodes: int, rounds: int = 7) -> float:
-    """Bytes per second (read + written) copying a complex128 array of 2^nodes amplitudes, 2 threads."""
-    src = np.ones(2**nodes, dtype=complex)
+def copy_bandwidth(nbytes: int, rounds: int = 7) -> float:
+    """Bytes per second (read + written) copying an array of ``nbytes`` (at most 1 GiB), 2 threads."""
+    src = np.ones(min(nbytes, 2**30) // 16, dtype=complex)
     dst = np.empty_like(src)
     _copy(src, dst)
     times = []
@@ -73,12 +77,12 @@ def copy_bandwidth(nodes: int, rounds: int = 7) -> float:
     return 2 * src.nbytes / statistics.median(times)
 
 
-def _fused_bytes(nodes: int, weighted: bool) -> tuple[dict[str, int], float, dict]:
+def _fused_steps(nodes: int, weighted: bool, precision: str, layers: int = 2) -> tuple[dict[str, int], float, dict]:
     """Bytes a fused step moves (value+gradient, energy), the peak memory (traced from the device's
-    creation on) in state vectors, and the two steps."""
+    creation on) in state vectors of the precision, and the two steps."""
     tracemalloc.start()
-    device = get_device(FUSED, wires=nodes)
-    gradient, energy = user_circuit(device, nodes, weighted)
+    device = get_device(FUSED, wires=nodes, precision=precision)
+    gradient, energy = user_circuit(device, nodes, weighted, layers)
     with qml.Tracker(device) as tracker:
         gradient()
     grad_bytes = tracker.totals["bytes_moved"]
@@ -88,68 +92,109 @@ def _fused_bytes(nodes: int, weighted: bool) -> tuple[dict[str, int], float, dic
     tracemalloc.stop()
     return (
         {"value+gradient": grad_bytes, "energy": tracker.totals["bytes_moved"]},
-        peak / (16 * 2**nodes),
-        {
-            "value+gradient": gradient,
-            "energy": energy,
-        },
+        peak / (AMPLITUDE_BYTES[precision] * 2**nodes),
+        {"value+gradient": gradient, "energy": energy},
     )
 
 
+def _name(precision: str) -> str:
+    return FUSED if precision == "c128" else f"{FUSED} c64"
+
+
 CASES = [
-    pytest.param(22, False, id="22-unweighted"),
-    pytest.param(22, True, id="22-weighted", marks=pytest.mark.slow),
-    pytest.param(24, False, id="24-unweighted", marks=pytest.mark.slow),
-    pytest.param(26, False, id="26-unweighted", marks=pytest.mark.slow),
+    pytest.param(22, False, ("c128", "c64"), id="22-unweighted"),
+    pytest.param(22, True, ("c128", "c64"), id="22-weighted", marks=pytest.mark.slow),
+    pytest.param(24, False, ("c128", "c64"), id="24-unweighted", marks=pytest.mark.slow),
+    pytest.param(24, True, ("c128", "c64"), id="24-weighted", marks=pytest.mark.slow),
+    pytest.param(26, False, ("c128", "c64"), id="26-unweighted", marks=pytest.mark.slow),
+    pytest.param(26, True, ("c128", "c64"), id="26-weighted", marks=pytest.mark.slow),
+    pytest.param(28, False, ("c128", "c64"), id="28-unweighted", marks=pytest.mark.slow),
+    pytest.param(28, True, ("c128", "c64"), id="28-weighted", marks=pytest.mark.slow),
+    pytest.param(30, False, ("c64",), id="30-unweighted-c64", marks=pytest.mark.slow),
+    pytest.param(30, True, ("c64",), id="30-weighted-c64", marks=pytest.mark.slow),
 ]
 
 
-@pytest.mark.parametrize(("nodes", "weighted"), CASES)
-def test_qaoa_roofline(benchmark, nodes, weighted):
-    """fused.qubit's value + gradient and energy against lightning (22 wires; fused alone above),
-    with the fraction of copy bandwidth fused.qubit reaches and its peak memory in state vectors."""
-    moved, peak_states, fused_steps = _fused_bytes(nodes, weighted)
-    candidates = {f"{FUSED}: {kind}": step for kind, step in fused_steps.items()}
+@pytest.mark.parametrize(("nodes", "weighted", "precisions"), CASES)
+def test_qaoa_roofline(benchmark, nodes, weighted, precisions):
+    """fused.qubit's value + gradient and energy at each precision, against lightning (22 wires;
+    fused alone above), with the fraction of copy bandwidth it reaches and its peak memory."""
+    moved, peaks, candidates = {}, {}, {}
+    for precision in precisions:
+        moved[precision], peaks[precision], steps = _fused_steps(nodes, weighted, precision)
+        candidates.update({f"{_name(precision)}: {kind}": step for kind, step in steps.items()})
     if nodes <= 22:
         for backend in LIGHTNING if not weighted else LIGHTNING[:1]:
             if skip_reason(backend.removeprefix("local:")) is None:
                 gradient, energy = user_circuit(get_device(backend, wires=nodes), nodes, weighted)
                 candidates[f"{backend}: value+gradient"] = gradient
                 candidates[f"{backend}: energy"] = energy
-    energies = [
-        float(qml.math.toarray(step())) for name, step in candidates.items() if name.endswith("energy")
-    ]  # warm up: compiles and caches
-    assert max(energies) - min(energies) < 1e-10, energies
+    energies = {name: float(qml.math.toarray(step())) for name, step in candidates.items() if name.endswith("energy")}
+    exact = {name: e for name, e in energies.items() if " c64" not in name}
+    assert not exact or max(exact.values()) - min(exact.values()) < 1e-10, exact
+    for name, energy in energies.items():  # c64: the tolerance tests/test_fused.py states, against c128
+        if " c64" in name and exact:
+            assert abs(energy - next(iter(exact.values()))) < 2.2e-6 * (3 * nodes // 2) * 2.0, energies
     for name, step in candidates.items():
         if name.endswith("value+gradient"):
             step()
     benchmark.group = f"QAOA p=2, qml.qaoa layers{', weighted' if weighted else ''}"
-    bandwidth = copy_bandwidth(nodes)
+    state_bytes = max(AMPLITUDE_BYTES[p] for p in precisions) << nodes
+    bandwidth = copy_bandwidth(state_bytes)
     # fused.qubit's steps are short: three in a row per round, as an optimiser runs them (the medians
     # then rest on 15 of its steps and 5 of each lightning's at 22 wires)
     fused_runs = {name: 3 for name in candidates if name.startswith(FUSED)}
     medians = interleaved_medians(benchmark, candidates, rounds=5 if nodes <= 22 else 2, consecutive=fused_runs)
-    bandwidth = (bandwidth + copy_bandwidth(nodes)) / 2  # before and after the rounds
+    bandwidth = (bandwidth + copy_bandwidth(state_bytes)) / 2  # before and after the rounds
     label = f"{nodes} nodes{' weighted' if weighted else ''}"
     kinds = ("value+gradient", "energy")  # bench report: a table per kind, the roofline column from bytes_moved
     benchmark.extra_info.update(
         medians={k: {n.rsplit(": ", 1)[0]: t for n, t in medians.items() if n.endswith(k)} for k in kinds},
-        bytes_moved={k: {FUSED: moved[k]} for k in kinds},
+        bytes_moved={k: {_name(p): moved[p][k] for p in precisions} for k in kinds},
         copy_bytes_per_second=bandwidth,
-        peak_state_vectors=peak_states,
+        peak_state_vectors={_name(p): peaks[p] for p in precisions},
     )
-    for kind in ("value+gradient", "energy"):
-        fused = medians[f"{FUSED}: {kind}"]
-        reached = moved[kind] / fused
-        record_seconds(
-            f"qaoa roofline: {label}, {kind}",
-            FUSED,
-            fused,
-            f"{reached / 1e9:5.1f} GB/s = {reached / bandwidth:4.0%} of copy ({bandwidth / 1e9:.1f} GB/s); "
-            f"{moved[kind] / (16 * 2**nodes):.1f} state passes; peak {peak_states:.2f} states",
-        )
+    for kind in kinds:
+        for precision in precisions:
+            fused = medians[f"{_name(precision)}: {kind}"]
+            reached = moved[precision][kind] / fused
+            passes = moved[precision][kind] / (2 * AMPLITUDE_BYTES[precision] * 2**nodes)
+            versus = ""
+            if precision == "c64" and "c128" in precisions:
+                versus = f"; x{fused / medians[f'{FUSED}: {kind}']:.2f} of c128's time"
+            record_seconds(
+                f"qaoa roofline: {label}, {kind}",
+                _name(precision),
+                fused,
+                f"{reached / 1e9:5.1f} GB/s = {reached / bandwidth:4.0%} of copy ({bandwidth / 1e9:.1f} GB/s); "
+                f"{passes:.1f} state passes; peak {peaks[precision]:.2f} states{versus}",
+            )
         for backend in LIGHTNING:
             if f"{backend}: {kind}" in medians:
                 other = medians[f"{backend}: {kind}"]
+                fused = medians[f"{FUSED}: {kind}"]
                 record_seconds(f"qaoa roofline: {label}, {kind}", backend, other, f"fused.qubit x{other / fused:.1f} faster")
-    assert peak_states <= 3 + 0.5 + 0.25  # three states, the diagonal (8 B), level tables (2 B each)
+    for precision in precisions:  # two states, a weighted cost's diagonal (half a state), level tables, tiles
+        assert peaks[precision] <= 2.75, (precision, peaks[precision])
+
+
+QOKIT_P6_28_SECONDS = 11.5  # QOKit's benchmark notebook: a p=6 objective at 28 qubits, 48-core Xeon, c128
+
+
+@pytest.mark.slow
+def test_qaoa_p6_energy_at_28_qubits(benchmark):
+    """The energy alone of a p=6 QAOA at 28 qubits, c128 and c64 side by side, beside QOKit's figure."""
+    nodes, steps, moved = 28, {}, {}
+    for precision in ("c128", "c64"):
+        device = get_device(FUSED, wires=nodes, precision=precision)
+        _, energy = user_circuit(device, nodes, False, layers=6)
+        with qml.Tracker(device) as tracker:
+            energy()
+        moved[_name(precision)] = tracker.totals["bytes_moved"]
+        steps[_name(precision)] = energy
+    benchmark.group = "QAOA p=6 energy, 28 qubits"
+    medians = interleaved_medians(benchmark, steps, rounds=3)
+    benchmark.extra_info.update(medians=medians, bytes_moved=moved)
+    for name, seconds in medians.items():
+        record_seconds("qaoa p=6 energy: 28 nodes", name, seconds, f"QOKit x{QOKIT_P6_28_SECONDS / seconds:.2f} (48 cores, c128)")
+    record_note("qaoa p=6 energy: 28 nodes", "QOKit", f"{QOKIT_P6_28_SECONDS} s published, not run here")
