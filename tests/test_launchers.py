@@ -221,6 +221,12 @@ def _srun_env(rank: int, job: str = "4242") -> dict[str, str]:
 
 
 def _srun(extra: list[str], out: Path, job: str = "4242") -> list[subprocess.Popen]:
+    """Two tasks, each bound to a core of its own where there are two (as ``srun --cpu-bind=cores`` does)."""
+    cores = sorted(os.sched_getaffinity(0))
+
+    def bind(rank: int):
+        return (lambda: os.sched_setaffinity(0, {cores[rank]})) if len(cores) >= 2 else None
+
     return [
         subprocess.Popen(
             [*QNN, *extra, "--results-dir", str(out)],
@@ -228,6 +234,7 @@ def _srun(extra: list[str], out: Path, job: str = "4242") -> list[subprocess.Pop
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=bind(rank),
         )
         for rank in (0, 1)
     ]

@@ -45,10 +45,16 @@ def _share_cores(ctx: Context) -> None:
     """Give each local worker its own cores (no migrations, no oversubscription)."""
     import torch
 
+    from ...launchers import current
+
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world))
+    launch = current()
+    bound = launch is not None and launch.launcher != "torchrun" and 0 < len(cores) < (os.cpu_count() or 0)
     per = max(1, len(cores) // local_world) if cores else max(1, (os.cpu_count() or 1) // local_world)
-    if ctx.distributed and len(cores) >= local_world:
+    if bound:  # srun (or mpiexec) bound this rank to cores of its own already: all of them are its share
+        per = len(cores)
+    elif ctx.distributed and len(cores) >= local_world:
         mine = cores[ctx.local_rank * per : (ctx.local_rank + 1) * per]
         os.sched_setaffinity(0, mine)
     torch.set_num_threads(per)
