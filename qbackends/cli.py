@@ -13,7 +13,7 @@ from typing import Any
 
 from . import capabilities, devicestring
 from .device import choose, facts_for
-from .errors import QBackendsError, report, show_decisions
+from .errors import QBackendsError, UnsupportedOptionError, report, show_decisions
 from .registry import get_registry
 
 
@@ -69,10 +69,16 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from .policy import auto_role
 
     wire_count(args.wires)  # typed error for a negative or huge count, before any size arithmetic
+    mpi = _mpi_info() if args.mpi else None  # no mpi4py: said first, in one line
     registry = get_registry()
     facts = facts_for(registry)
     spec = devicestring.parse(args.spec)
     if spec.is_auto:
+        if mpi is not None:
+            raise UnsupportedOptionError(
+                "--mpi reports on one backend's ranks, and auto is not one backend.",
+                "pass a device string, e.g. qbackends probe local:qbackends/fused.qubit --mpi.",
+            )
         return _probe_auto(args, registry)
     backend = (
         registry.lookup(spec)
@@ -93,10 +99,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
         "fits": fits,
         "rules": list(rules),
         "auto": auto_role(backend),
+        **({"mpi": mpi.to_json()} if mpi is not None else {}),
     }
+    code = 0 if caps.ok and fits is not False else 1
+    if mpi is not None and _launch_rank() != 0:  # under mpiexec or srun, rank 0 says it for all
+        return code
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0 if caps.ok and fits is not False else 1
+        return code
     ops = caps.operations
     if not ops.native and caps.ok:  # no TOML: ask a one-wire device what it declares in code
         from .device import Choice, build
@@ -122,8 +132,32 @@ def cmd_probe(args: argparse.Namespace) -> int:
         ("decomposition rules", "; ".join(rules) or "-"),
         ("auto takes it", auto_role(backend)),
     ]
+    if mpi is not None:
+        rows += [
+            ("MPI library", f"{mpi.library} (MPI {mpi.standard}; {mpi.library_file or 'file unknown'})"),
+            (
+                "MPI ranks",
+                f"{mpi.ranks} ({mpi.launcher}), {mpi.ranks_on_node} on this node" if mpi.launcher else "1 (one process)",
+            ),
+            ("memory per rank", f"{mpi.memory_per_rank / 2**30:.1f} GiB"),
+        ]
     print(_table(rows, ("probe", args.spec)))
-    return 0 if caps.ok and fits is not False else 1
+    return code
+
+
+def _mpi_info() -> Any:
+    from .launchers import current
+    from .mpiinfo import mpi_info
+    from .probe import host_memory_available
+
+    return mpi_info(host_memory_available(), current())
+
+
+def _launch_rank() -> int:
+    from .launchers import current
+
+    launch = current()
+    return launch.rank if launch is not None else 0
 
 
 def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
@@ -300,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("c64", "c128"), default="c128", help="amplitude precision")
     p.add_argument("--diff-method", default="adjoint", help="differentiation method planned, for the memory guard")
     p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--mpi", action="store_true", help="also the MPI library, the ranks and each rank's memory (qbackends[mpi])")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("plugins", help="loaded and failed plugins")

@@ -78,6 +78,10 @@ class StorageError(QBackendsError, RuntimeError):
         self.reason = reason
 
 
+class MPIUnavailableError(QBackendsError, RuntimeError):
+    """MPI asked for where there is none: mpi4py not installed, or no MPI library it can load."""
+
+
 class EnvironmentSettingError(QBackendsError, ValueError):
     """An environment variable set to a value that cannot work, e.g. ``NUMBA_NUM_THREADS=0``."""
 

@@ -118,15 +118,16 @@ def int_list(text: str, option: str, example: str) -> list[int]:
 
 
 def _check_workers(workers: int) -> None:
-    import os
-
     from ..errors import WorkloadInputError
+    from ..launchers import current
 
     if workers < 1:
         raise WorkloadInputError(f"--workers {workers} must be at least 1.", "pass --workers 1 or more.")
-    if workers > 1 and "RANK" in os.environ:
+    launch = current() if workers > 1 else None
+    if launch is not None:
         raise WorkloadInputError(
-            f"--workers {workers} under torchrun: torchrun already started the processes.", "pass --workers 1 under torchrun."
+            f"--workers {workers} under {launch.launcher}: {launch.launcher} already started the processes.",
+            f"pass --workers 1 under {launch.launcher}.",
         )
 
 
@@ -148,14 +149,22 @@ def _run_folders(results_dir: str, checkpoint_dir: str | None = None) -> Any:
     return exclusive_folders(folders)
 
 
-def _is_rank_zero() -> bool:
-    import os
+def _quiet_unless_rank_zero() -> None:
+    """Under mpiexec or srun every rank runs the command: rank 0 says what is decided, the others only their errors."""
+    if not _is_rank_zero():
+        log.setLevel(logging.ERROR)
 
-    return os.environ.get("RANK", "0") == "0"
+
+def _is_rank_zero() -> bool:
+    from ..launchers import current
+
+    launch = current()  # torchrun's, mpiexec's or srun's
+    return launch is None or launch.rank == 0
 
 
 def cmd_run_qnn(args: argparse.Namespace) -> int:
     _check_workers(args.workers)
+    _quiet_unless_rank_zero()
     config = _qnn_config(args, args.nwires)
     config.validate()  # before anything is made
     with _run_folders(args.results_dir, _checkpoint_dir(args)):
@@ -181,6 +190,7 @@ def _run_qnn(args: argparse.Namespace, config: Any) -> int:
 
 
 def cmd_sweep_qnn(args: argparse.Namespace) -> int:
+    _quiet_unless_rank_zero()
     with _run_folders(args.results_dir):
         return _sweep_qnn(args)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -44,10 +45,16 @@ def _share_cores(ctx: Context) -> None:
     """Give each local worker its own cores (no migrations, no oversubscription)."""
     import torch
 
+    from ...launchers import current
+
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world))
+    launch = current()
+    bound = launch is not None and launch.launcher != "torchrun" and 0 < len(cores) < (os.cpu_count() or 0)
     per = max(1, len(cores) // local_world) if cores else max(1, (os.cpu_count() or 1) // local_world)
-    if ctx.distributed and len(cores) >= local_world:
+    if bound:  # srun (or mpiexec) bound this rank to cores of its own already: all of them are its share
+        per = len(cores)
+    elif ctx.distributed and len(cores) >= local_world:
         mine = cores[ctx.local_rank * per : (ctx.local_rank + 1) * per]
         os.sched_setaffinity(0, mine)
     torch.set_num_threads(per)
@@ -102,7 +109,8 @@ def launch(
     config.validate()
     args = (asdict(config), device, results_dir, checkpoint_dir, resume, quiet)
     if workers == 1:
-        return worker(*args)
+        with _peers_lost():
+            return worker(*args)
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -140,6 +148,32 @@ def launch(
             "see the worker's output above; rerun with --resume to continue from the last finished epoch.",
         ) from None
     return results[0]
+
+
+@contextlib.contextmanager
+def _peers_lost() -> Iterator[None]:
+    """Under mpiexec or srun: gloo's error for a rank that died (its sockets closed) becomes one typed line here.
+
+    torchrun and ``--workers`` have their own launcher, which names the rank that died."""
+    from ...launchers import current
+
+    launch = current()
+    if launch is None or launch.launcher == "torchrun":
+        yield
+        return
+    try:
+        yield
+    except RuntimeError as exc:
+        text = " ".join(str(exc).split())
+        if "gloo" not in text and type(exc).__name__ not in ("DistError", "DistBackendError", "DistNetworkError"):
+            raise
+        why = text.rpartition("RuntimeError: ")[2].split(" This is typically")[0].split(" At: ")[0]
+        why = re.sub(r"^\[[^\]]*\]\s*", "", why).rstrip(".")  # gloo's source line off
+        raise QBackendsError(
+            f"QNN training failed on rank {launch.rank} of {launch.world} ({launch.launcher}): another rank stopped ({why}); "
+            "this rank stopped too.",
+            "see the other ranks' output; rerun with --resume to continue from the last finished epoch.",
+        ) from None
 
 
 @contextlib.contextmanager

@@ -128,8 +128,10 @@ class Context:
 
 
 def init_distributed(timeout_s: float = 120.0) -> Context:
-    """Join the process group torchrun set up (RANK, WORLD_SIZE, MASTER_ADDR...), if any."""
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+    """Join the process group of the run torchrun, mpiexec or srun started (``qbackends.launchers``), if any."""
+    from ...launchers import adopt
+
+    if adopt() is None:  # torch's variables (RANK, WORLD_SIZE, MASTER_ADDR...) set from the launcher's
         return Context()
     import torch.distributed as dist
 
