@@ -278,16 +278,18 @@ def test_qaoa_matches_lightning(nodes, layers, weighted):
     _assert_same(*_pair(circuit, nodes), random_params((2, layers), seed=nodes + layers))
 
 
-@pytest.mark.parametrize("tile_bits,passes", [(8, 3), (7, 6)])
+@pytest.mark.parametrize("tile_bits,max_tile_bits,passes", [(8, 8, 3), (7, 7, 6), (7, 9, 2)])
 @pytest.mark.parametrize("layers", [2, 3])
-def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, passes, layers):
+def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, max_tile_bits, passes, layers):
     """Small tiles make a 12-wire mixer take 3 or 6 passes: the adjoint pass that undoes λ alone takes
     each pass's moments at the layer's output, at its input, or in an extra read, and the last
-    mixer's input comes from the forward pass (one expval) or from undoing it (two)."""
+    mixer's input comes from the forward pass (one expval) or from undoing it (two). Tiles that may
+    grow keep it to two passes, as at 25-31 wires."""
     from qbackends.fused import engine
     from qbackends.fused.program import ProductLayer
 
     monkeypatch.setattr(kernels, "TILE_BITS", tile_bits)
+    monkeypatch.setattr(kernels, "MAX_TILE_BITS", max_tile_bits)
     monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
     n = 12
     assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n)) == passes
@@ -319,6 +321,7 @@ def test_fused_sweeps_read_the_first_layers_state_where_needed(monkeypatch, laye
     first layer and cost layer instead of being read: right when that first layer has parameters
     too (its moments then need the state written)."""
     monkeypatch.setattr(kernels, "TILE_BITS", 8)
+    monkeypatch.setattr(kernels, "MAX_TILE_BITS", 8)
     n = 12
     graph = qaoa.random_graph(n, 18, seed=7)
     cost = qaoa.cost_hamiltonian(graph)
@@ -515,17 +518,20 @@ def test_uniform_blocks_by_level_match_the_trigonometric_path():
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-11, rtol=0)
 
 
-@pytest.mark.parametrize("n", [3, 15, 16, 19, 22, 24, 26, 31])
+@pytest.mark.parametrize("n", [3, 15, 16, 19, 22, 24, 25, 26, 28, 30, 31, 36])
 def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
     """The tiling of a product layer: each wire's gate in exactly one pass, every tile 2^TILE_BITS
-    amplitudes at most, no gate pairing amplitudes closer than 2^SPECTATORS in a multi-tile state."""
+    amplitudes at most up to 24 wires, then as large as two passes need (up to 2^MAX_TILE_BITS, with
+    runs of 2^MIN_RUN_BITS or more), no gate pairing amplitudes closer than 2^SPECTATORS in a multi-tile state."""
     from qbackends.fused import engine
     from qbackends.fused.program import ProductLayer, rotation_matrix
 
     layer = ProductLayer({w: (rotation_matrix("RY", 0.1 * w), w, 2, 1.0) for w in range(n)})
     seen = []
     for run_bits, high, rest, transposed, _, tile_bits, _, params, _ in engine._layer_passes(layer, n):
-        assert run_bits + high.size <= kernels.TILE_BITS and run_bits + high.size + rest.size == n
+        tile = {25: 16, 26: 16, 28: 17, 30: 18, 31: 19, 36: 19}.get(n, kernels.TILE_BITS)
+        assert run_bits + high.size <= tile and run_bits + high.size + rest.size == n
+        assert transposed or not rest.size or run_bits >= kernels.MIN_RUN_BITS
         for tb, p in zip(tile_bits, params, strict=True):
             if transposed:
                 bit = int(high[tb]) if tb < high.size else int(tb) - high.size
@@ -536,7 +542,8 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
             if n > kernels.TILE_BITS:
                 assert tb >= kernels.SPECTATORS
     assert sorted(seen) == list(range(n))
-    assert len(engine._layer_passes(layer, n)) == {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 26: 3, 31: 3}[n]
+    passes = {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 25: 2, 26: 2, 28: 2, 30: 2, 31: 2, 36: 3}
+    assert len(engine._layer_passes(layer, n)) == passes[n]
 
 
 @pytest.mark.parametrize(

@@ -187,35 +187,43 @@ def _by_level(
     return cache.levels(nwires, masks), np.exp(1j * sign * angles)
 
 
+def tile_bits(nwires: int) -> int:
+    """Amplitudes a tile of ``nwires`` holds, as a power of two: 2^TILE_BITS (in L2); above 24 wires,
+    where a product layer would take a third pass over the state, the smallest tile that keeps it
+    to two (runs of 2^MIN_RUN_BITS; the tile then in the last-level cache), up to 2^MAX_TILE_BITS."""
+    return min(max(K.TILE_BITS, -(-(nwires + K.MIN_RUN_BITS) // 2)), max(K.TILE_BITS, K.MAX_TILE_BITS))
+
+
 def _layer_passes(layer: ProductLayer, nwires: int) -> list[Pass]:
     """The passes that apply a product layer.
 
-    Each pass gathers tiles of 2^TILE_BITS amplitudes: runs of 2^run_bits contiguous ones, one per
-    value of its high bits. The bits above TILE_BITS are split evenly over the fewest later passes
-    (at most TILE_BITS - MIN_RUN_BITS each, so runs stay 2^MIN_RUN_BITS long or longer). The first
-    pass takes contiguous tiles, the gates on the bits below TILE_BITS except SPECTATORS of them,
+    Each pass gathers tiles of 2^T amplitudes (T = ``tile_bits(nwires)``): runs of 2^run_bits
+    contiguous ones, one per value of its high bits. The bits above T are split evenly over the
+    fewest later passes (at most T - MIN_RUN_BITS each, so runs stay 2^MIN_RUN_BITS long or longer).
+    The first pass takes contiguous tiles, the gates on the bits below T except SPECTATORS of them,
     which it puts at the bottom of its tiles ("transposed"): no gate pairs amplitudes closer than
     2^SPECTATORS apart. The later pass with the longest runs takes the spectators' gates, inside
-    its runs. 22 wires take two passes, with runs of 2^8.
+    its runs. 22 wires take two passes, with runs of 2^8; 30 wires two, in tiles of 2^18.
     """
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
-    if nwires <= K.TILE_BITS:  # one tile holds the state
+    tile = tile_bits(nwires)
+    if nwires <= tile:  # one tile holds the state
         return [_pass(nwires, [], nwires, False, items)]
-    top = list(range(K.TILE_BITS, nwires))
-    count = -(-len(top) // (K.TILE_BITS - K.MIN_RUN_BITS))
+    top = list(range(tile, nwires))
+    count = -(-len(top) // (tile - K.MIN_RUN_BITS))
     chunks = [top[len(top) * i // count : len(top) * (i + 1) // count] for i in range(count)]
     host = min(range(count), key=lambda i: len(chunks[i]))  # the later pass with the longest runs
-    run_end = K.TILE_BITS - len(chunks[host])
+    run_end = tile - len(chunks[host])
     spectators = list(range(run_end - K.SPECTATORS, run_end))
     gates = dict(items)
     passes = []
-    first = [(b, g) for b, g in items if b < K.TILE_BITS and b not in spectators]
+    first = [(b, g) for b, g in items if b < tile and b not in spectators]
     if first:
-        passes.append(_pass(spectators[0], list(range(spectators[0], K.TILE_BITS)), nwires, True, first))
+        passes.append(_pass(spectators[0], list(range(spectators[0], tile)), nwires, True, first))
     for i, chunk in enumerate(chunks):
         group = [(b, gates[b]) for b in (spectators if i == host else []) + chunk if b in gates]
         if group:
-            passes.append(_pass(K.TILE_BITS - len(chunk), chunk, nwires, False, group))
+            passes.append(_pass(tile - len(chunk), chunk, nwires, False, group))
     return passes
 
 

@@ -26,6 +26,7 @@ DIAG_LOW_BITS = 11  # diagonal blocks: low-bit tables of 2^L entries
 LOW_BITS = 11  # product states: runs of 2048 amplitudes
 SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom of its tiles
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
+MAX_TILE_BITS = 19  # above 24 wires tiles grow (engine.tile_bits) rather than a layer take a third pass over the state
 TRANSPOSE_AMPS = 1024  # transposed tiles (contiguous: a first pass's) are split 1024 amplitudes at a time, then transposed in L1
 PAIR_MIN_BIT = 4  # gates on bits below pair badly: runs shorter than 16 amplitudes
 RUN_GROUP = 4  # runs of a tile are copied four side by side: more of memory's latency overlaps
