@@ -12,6 +12,7 @@ from .backend import Backend, RuleRegistration
 from .device import choose, get_device
 from .errors import (
     BackendUnavailableError,
+    CheckpointError,
     DeviceStringError,
     InsufficientMemoryError,
     JobFailedError,
@@ -31,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend",
     "BackendUnavailableError",
+    "CheckpointError",
     "DeviceStringError",
     "InsufficientMemoryError",
     "JobFailedError",

@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from .errors import StorageError, WorkloadInputError
 
@@ -33,6 +33,21 @@ class Row:
     bytes_per_second: float | None = None  # what the backend's kernels moved, when it counts them
     of_copy: float | None = None  # that, as a fraction of the machine's copy bandwidth in the same run
     chose: str | None = None  # for an ``auto`` row: the backend it took, and its ratio to the fastest backend
+
+
+class Roofline(NamedTuple):
+    """What a backend's kernels moved per second, and the machine's copy bandwidth in the same run (if measured)."""
+
+    bytes_per_second: float
+    copy_bytes_per_second: float | None
+
+
+class KindMedians(NamedTuple):
+    """One group's interleaved medians: backend -> seconds, and backend -> bytes its kernels moved."""
+
+    group: str
+    seconds: dict[str, Any]
+    bytes_moved: dict[str, Any]
 
 
 RESULTS_FIX = "pass the file written by pytest --benchmark-json=FILE."
@@ -204,7 +219,7 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
     name -> the backend it took), the auto row names that backend and its ratio to the fastest
     backend (auto rows aside): two rows of one device differ only by the machine's noise."""
     cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
-    roofline: dict[tuple[str, int, str], tuple[float, float | None]] = {}
+    roofline: dict[tuple[str, int, str], Roofline] = {}
     took: dict[tuple[str, int, str], str] = {}
     for bench in benchmarks:
         params = bench.get("params") or {}
@@ -217,13 +232,13 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
             bandwidth = extra.get("copy_bytes_per_second")
             copy = float(bandwidth) if _positive(bandwidth) else None
             chosen = extra.get("chosen") or {}
-            for kind, by_name, bytes_by_name in _by_kind(group, medians, moved):
-                took.update({(kind, size, str(name)): str(b) for name, b in chosen.items() if name in by_name})
-                for name, seconds in by_name.items():  # read_results checked that each is a positive number
-                    cells[(kind, size)][str(name)] = float(seconds)
-                    nbytes = bytes_by_name.get(name)
+            for part in _by_kind(group, medians, moved):
+                took.update({(part.group, size, str(name)): str(b) for name, b in chosen.items() if name in part.seconds})
+                for name, seconds in part.seconds.items():  # read_results checked that each is a positive number
+                    cells[(part.group, size)][str(name)] = float(seconds)
+                    nbytes = part.bytes_moved.get(name)
                     if _positive(nbytes):
-                        roofline[(kind, size, str(name))] = (nbytes / seconds, copy)
+                        roofline[(part.group, size, str(name))] = Roofline(nbytes / seconds, copy)
             continue
         if backend is None or size is None:
             continue
@@ -236,33 +251,39 @@ def rows(benchmarks: list[dict[str, Any]], prices: dict[str, float] | None = Non
         best = min(medians.values())
         for backend, median in sorted(medians.items(), key=lambda kv: kv[1]):
             price = _price_for(backend, prices or {})
-            rate, copy = roofline.get((group, size, backend), (None, None))
+            measured = roofline.get((group, size, backend))
             chose = took.get((group, size, backend))
             others = [m for b, m in medians.items() if (group, size, b) not in took]
             if chose is not None and chose in medians and others:  # against the fastest backend, auto rows aside
                 chose = f"{chose}, x{medians[chose] / min(others):.2f} of the fastest backend"
             out.append(
                 Row(
-                    group,
-                    backend,
-                    size,
-                    median,
-                    median / best,
-                    None if price is None else median * price,
-                    rate,
-                    None if rate is None or copy is None else rate / copy,
-                    chose,
+                    group=group,
+                    backend=backend,
+                    size=size,
+                    median=median,
+                    ratio=median / best,
+                    cost=None if price is None else median * price,
+                    bytes_per_second=measured.bytes_per_second if measured else None,
+                    of_copy=_share(measured),
+                    chose=chose,
                 )
             )
     return out
 
 
-def _by_kind(group: str, medians: dict[str, Any], moved: dict[str, Any]) -> list[tuple[str, dict, dict]]:
-    """[(group, backend -> seconds, backend -> bytes)]: one entry, or one per kind when the medians
-    (and bytes) are nested by kind."""
+def _share(measured: Roofline | None) -> float | None:
+    """The fraction of the copy bandwidth a backend's kernels reached, when both were measured."""
+    if measured is None or measured.copy_bytes_per_second is None:
+        return None
+    return measured.bytes_per_second / measured.copy_bytes_per_second
+
+
+def _by_kind(group: str, medians: dict[str, Any], moved: dict[str, Any]) -> list[KindMedians]:
+    """One group's medians, or one per kind when the medians (and bytes) are nested by kind."""
     if all(isinstance(v, dict) for v in medians.values()):
-        return [(f"{group}: {kind}", by_name, _object(moved.get(kind))) for kind, by_name in medians.items()]
-    return [(group, medians, moved)]
+        return [KindMedians(f"{group}: {kind}", by_name, _object(moved.get(kind))) for kind, by_name in medians.items()]
+    return [KindMedians(group, medians, moved)]
 
 
 def _object(value: Any) -> dict[str, Any]:

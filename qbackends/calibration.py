@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .backend import Backend
 from .probe import MachineFacts
@@ -29,8 +29,17 @@ SCHEMA = 1
 # Qubits beyond a backend's measured sizes that ``fastest`` still trusts its extended time: half the
 # spacing of the default sizes (a default qaoa profile, 12/16/20, decides from 10 to 22 qubits).
 REACH = 2
-# The smallest size each kind's step times what it says; qnn's layer runs on one qubit.
-MIN_WIRES = {"qaoa": (4, "its graph, gnm_random_graph(n, 1.5n), has room for 1.5n edges only from n = 4")}
+
+
+class MinWires(NamedTuple):
+    """The smallest size a kind's step times what it says, and why."""
+
+    wires: int
+    why: str
+
+
+MIN_WIRES = {"qaoa": MinWires(4, "its graph, gnm_random_graph(n, 1.5n), has room for 1.5n edges only from n = 4")}
+ANY_WIRES = MinWires(1, "")  # every other kind's, e.g. qnn's layer, which runs on one qubit
 
 
 def profile_path(kind: str = "qaoa") -> Path:
@@ -86,12 +95,12 @@ class Profile:
     def from_json(cls, data: Mapping[str, Any]) -> Profile:
         seconds = {b: {int(n): float(s) for n, s in sizes.items()} for b, sizes in data["seconds"].items()}
         return cls(
-            dict(data["fingerprint"]),
-            seconds,
-            data.get("workload", ""),
-            data.get("measured", ""),
-            int(data.get("schema", 0)),
-            str(data.get("kind", "qaoa")),
+            fingerprint=dict(data["fingerprint"]),
+            seconds=seconds,
+            workload=data.get("workload", ""),
+            measured=data.get("measured", ""),
+            schema=int(data.get("schema", 0)),
+            kind=str(data.get("kind", "qaoa")),
         )
 
     def predict(self, backend: str, wires: int) -> float | None:

@@ -1,16 +1,144 @@
-"""What the workloads' checkpoints share: the words for a checkpoint that cannot continue this run."""
+"""A checkpoint of this exact run: what every workload's checkpoint records of its run, and the one check on resume.
+
+A checkpoint holds ``"config"`` (every setting, by name) and ``"run"`` (``RunIdentity.record()``: the schema,
+a digest of the settings that fix the result, a digest of the inputs' contents, the device and the workers);
+the workload stores the rest (its progress) in its own format. Resuming refuses a checkpoint of another
+run by naming each difference, its saved and given value, and the fix.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .errors import WorkloadInputError
+from .errors import CheckpointError
+
+SCHEMA = 1  # the "run" record's layout; a record without one is of the layout before it (still read)
+NEW_RUN = "another --results-dir (or --checkpoint-dir) to start a new run beside it"
 
 
-def further_along(path: Path, done: int, asked: int, unit: str, option: str) -> WorkloadInputError:
+def digest(*parts: bytes) -> str:
+    """SHA-256 of the parts, one after another: inputs by content (a file replaced under its name is another run)."""
+    return hashlib.sha256(b"".join(parts)).hexdigest()
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """The digest of settings by name and value (JSON, sorted by name)."""
+    return digest(json.dumps(dict(settings), sort_keys=True).encode())
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a workload's inputs are called in a refusal: ``noun`` in the fix, ``changed`` as the difference."""
+
+    noun: str  # "graph"
+    changed: str  # "the graph differs (the edge list's contents changed)"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What makes a run this run; a checkpoint continues only the run of the same identity.
+
+    Attributes:
+        settings: every setting that fixes the result, by name (those a resumed run may change left out).
+        inputs: ``digest`` of the inputs' contents (a graph, a data set).
+        device: the PennyLane name of the backend that ran it (under ``auto``, the one auto took).
+        words: how the workload calls its inputs.
+        workers: the processes that shared it, for a workload that runs on several (None: one, always).
+    """
+
+    settings: Mapping[str, Any]
+    inputs: str
+    device: str
+    words: Inputs
+    workers: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The ``"run"`` entry of a checkpoint."""
+        record: dict[str, Any] = {
+            "schema": SCHEMA,
+            "settings": settings_digest(self.settings),
+            "inputs": self.inputs,
+            "device": self.device,
+        }
+        if self.workers is not None:
+            record["workers"] = self.workers
+        return record
+
+    def fix(self) -> str:
+        """What to resume with, or what to do instead."""
+        names = ["the settings", self.words.noun, "--device"] + (["--workers"] if self.workers is not None else [])
+        return f"resume with {', '.join(names[:-1])} and {names[-1]} it was made with, or pass {NEW_RUN}."
+
+
+def saved_run(path: Path, state: Any) -> dict[str, Any]:
+    """``state``'s checks as a checkpoint: its settings and run record are there, of a schema this reads."""
+    if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or not isinstance(state.get("run"), dict):
+        raise unreadable(path, "no configuration or run record")
+    schema = state["run"].get("schema", 0)
+    if not isinstance(schema, int) or isinstance(schema, bool) or not 0 <= schema <= SCHEMA:
+        raise CheckpointError(
+            f"Checkpoint {str(path)!r} is of schema {schema!r}; this qbackends reads schemas up to {SCHEMA}.",
+            f"resume it with the qbackends that wrote it, or pass {NEW_RUN}.",
+        )
+    return state
+
+
+def recorded_device(state: Mapping[str, Any] | None) -> str | None:
+    """The device a checkpoint was made on (a PennyLane device name), if it says: under ``auto``, a resumed run
+    continues on it (the workloads' ``policy`` device functions take it as ``resumed_on``)."""
+    device = state["run"].get("device") if state is not None else None
+    return device if isinstance(device, str) else None
+
+
+def _upgraded(run: Mapping[str, Any], saved: Mapping[str, Any], identity: RunIdentity) -> dict[str, Any]:
+    """A run record of schema 0 in today's layout: QAOA's named its inputs "graph"; the QNN's named them "data",
+    held its workers as text and no settings digest (it compared the settings themselves, as this does)."""
+    if run.get("schema", 0) == SCHEMA:
+        return dict(run)
+    upgraded = {k: v for k, v in run.items() if k not in ("graph", "data")}
+    upgraded["inputs"] = run.get("graph", run.get("data"))
+    upgraded.setdefault("settings", settings_digest({k: saved.get(k) for k in identity.settings}))
+    if isinstance(run.get("workers"), str) and run["workers"].isdigit():
+        upgraded["workers"] = int(run["workers"])
+    return upgraded
+
+
+def check(path: Path, state: Mapping[str, Any], identity: RunIdentity) -> None:
+    """Refuse a checkpoint (read by ``saved_run``) of another run than ``identity``'s, naming every difference."""
+    saved = state["config"]
+    recorded, expected = _upgraded(state["run"], saved, identity), identity.record()
+    differences = []
+    if recorded.get("settings") != expected["settings"]:
+        named = [f"{k}: {saved.get(k)!r} then, {v!r} now" for k, v in identity.settings.items() if saved.get(k) != v]
+        differences.append(f"its settings differ ({', '.join(named) or 'see the checkpoint'})")
+    if recorded.get("inputs") != expected["inputs"]:
+        differences.append(identity.words.changed)
+    if recorded.get("device") != expected["device"]:
+        differences.append(f"it was made on another device ({recorded.get('device')!r} then, {identity.device!r} now)")
+    if recorded.get("workers") != expected.get("workers"):
+        differences.append(f"it had another number of workers ({recorded.get('workers')!r} then, {identity.workers!r} now)")
+    if differences:
+        raise CheckpointError(f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.", identity.fix())
+
+
+def unreadable(path: Path, why: object) -> CheckpointError:
+    """A file that is no checkpoint at all."""
+    return CheckpointError(f"Checkpoint {str(path)!r} is unreadable: {why}.", "remove it to start over.")
+
+
+def corrupt(path: Path, what: str) -> CheckpointError:
+    """A checkpoint of this run with a field that cannot be (a shape, a count, a value not finite)."""
+    return CheckpointError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
+
+
+def further_along(path: Path, done: int, asked: int, unit: str, option: str) -> CheckpointError:
     """A sound checkpoint of this run that holds more finished steps than the run asks for (nothing is wrong with it)."""
-    return WorkloadInputError(
+    return CheckpointError(
         f"Checkpoint {str(path)!r} holds {done} finished {unit}, more than {option} {asked} asks for.",
-        f"pass {option} {done} or more to continue it, or another --results-dir (or --checkpoint-dir) to start a "
-        "new run beside it.",
+        f"pass {option} {done} or more to continue it, or {NEW_RUN}.",
     )

@@ -254,11 +254,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     default_sizes = ",".join(map(str, kind.sizes))
     sizes = int_list(args.sizes or default_sizes, "--sizes", default_sizes)
-    least, why = calibration.MIN_WIRES.get(args.workload, (1, ""))
-    if min(sizes) < least:
+    least = calibration.MIN_WIRES.get(args.workload, calibration.ANY_WIRES)
+    if min(sizes) < least.wires:
         raise WorkloadInputError(
-            f"--sizes {args.sizes}: {min(sizes)} is below the {least} qubits the {args.workload} step needs: {why}.",
-            f"pass sizes of {least} or more, e.g. --sizes {default_sizes}.",
+            f"--sizes {args.sizes}: {min(sizes)} is below the {least.wires} qubits the {args.workload} step needs: {least.why}.",
+            f"pass sizes of {least.wires} or more, e.g. --sizes {default_sizes}.",
         )
     target = Path(args.output) if args.output else calibration.profile_path(args.workload)
     from .storage import exclusive

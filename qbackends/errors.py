@@ -52,6 +52,10 @@ class WorkloadInputError(QBackendsError, ValueError):
     """Bad input to a workload or job: a file, a hyperparameter, a data row."""
 
 
+class CheckpointError(WorkloadInputError):
+    """A checkpoint that cannot continue this run: of another run, unreadable, corrupt, or further along than asked."""
+
+
 class UnsupportedCircuitError(QBackendsError, ValueError):
     """A circuit the chosen device cannot run exactly: an operator it cannot lower, a measurement it lacks."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 log = logging.getLogger("qbackends")
 
@@ -74,14 +74,26 @@ def _resolve(spec: str | None) -> tuple[str, bool]:
     return str(parsed), parsed.is_auto
 
 
-def qaoa_device(spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000) -> Any:
-    """``get_device`` for a QAOA run; under ``auto``, the per-circuit auto device, told how many steps the run
-    takes (so a one-time kernel compilation is weighed against them)."""
+def qaoa_device(
+    spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000, resumed_on: str | None = None
+) -> Any:
+    """``get_device`` for a QAOA run: under ``auto``, the device a resumed checkpoint was made on (``resumed_on``),
+    else the per-circuit auto device, told how many steps the run takes (so a one-time kernel compilation is
+    weighed against them); otherwise what was asked for."""
     from .device import get_device
 
     _, is_auto = _resolve(spec)
+    if is_auto and _resumable(resumed_on):
+        return get_device(resumed_on, wires=wires, diff_method=diff_method)
     steps: dict[str, Any] = {"expected_steps": iterations} if is_auto else {}
     return get_device(spec, wires=wires, diff_method=diff_method, **steps)  # None: get_device names the variable it read
+
+
+def _resumable(resumed_on: str | None) -> TypeGuard[str]:
+    """A checkpoint's device that a resumed ``auto`` run continues on (one that names a backend, not auto)."""
+    from .devicestring import parse
+
+    return resumed_on is not None and not parse(resumed_on).is_auto
 
 
 def qnn_device(spec: str | None, wires: int, diff_method: str, resumed_on: str | None = None) -> tuple[Any, str]:
@@ -90,11 +102,10 @@ def qnn_device(spec: str | None, wires: int, diff_method: str, resumed_on: str |
     auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's backprop);
     otherwise what was asked for. A bad string from the environment names its variable (``requested_spec``)."""
     from .device import get_device
-    from .devicestring import parse
 
     _, is_auto = _resolve(spec)
     tuned = diff_method in ("adjoint", "best")
-    if is_auto and resumed_on is not None and not parse(resumed_on).is_auto:
+    if is_auto and _resumable(resumed_on):
         method = qnn_diff_method(resumed_on) if tuned else diff_method
         return get_device(resumed_on, wires=wires, diff_method=method), method
     if is_auto and tuned:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -16,7 +17,7 @@ import numpy as np
 import pennylane as qml
 import pytest
 
-from qbackends.errors import WorkloadInputError
+from qbackends.errors import CheckpointError, WorkloadInputError
 from qbackends.workloads import qaoa
 
 
@@ -167,6 +168,53 @@ def test_resume_refuses_another_configuration(tmp_path):
         WorkloadInputError, match=r"it was made on another device \('lightning.qubit' then, 'default.qubit' now\)"
     ):
         qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=3), "default.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+def test_a_refusal_names_every_difference_and_the_fix(tmp_path):
+    qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
+    with pytest.raises(CheckpointError) as refused:
+        qaoa.run(qaoa.Config(nodes=6, edges=8, iterations=3, stepsize=0.2), "default.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert str(refused.value) == (
+        f"Checkpoint {str(tmp_path / qaoa.CHECKPOINT_FILE)!r} is of another run: its settings differ (stepsize: 0.1 then, "
+        "0.2 now); it was made on another device ('lightning.qubit' then, 'default.qubit' now). Fix: resume with the "
+        "settings, graph and --device it was made with, or pass another --results-dir (or --checkpoint-dir) to start a "
+        "new run beside it."
+    )
+
+
+def test_a_checkpoint_of_the_layout_before_schemas_resumes(tmp_path):
+    """A checkpoint written before the run record had a schema ("graph", not "inputs") continues as it did."""
+    config = qaoa.Config(nodes=5, edges=6, iterations=4)
+    uninterrupted = qaoa.run(config, "lightning.qubit")
+    qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qaoa.CHECKPOINT_FILE
+    data = json.loads(path.read_text())
+    settings = {k: v for k, v in data["config"].items() if k not in ("iterations", "graph_file")}
+    graph = qaoa.random_graph(5, 6, 1967)
+    edges = json.dumps([graph.nodes, [list(e) for e in graph.edges]])
+    data["run"] = {  # what that layout recorded, computed as it computed it
+        "settings": hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
+        "graph": hashlib.sha256(edges.encode()).hexdigest(),
+        "device": "lightning.qubit",
+    }
+    path.write_text(json.dumps(data))
+    resumed = qaoa.run(config, "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    np.testing.assert_allclose(resumed["costs"], uninterrupted["costs"], atol=1e-12, rtol=0)
+    assert json.loads(path.read_text())["run"]["schema"] == 1
+
+
+def test_a_checkpoint_of_a_newer_schema_is_refused_typed(tmp_path):
+    qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qaoa.CHECKPOINT_FILE
+    data = json.loads(path.read_text())
+    data["run"]["schema"] = 2
+    path.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError) as refused:
+        qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=3), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert str(refused.value) == (
+        f"Checkpoint {str(path)!r} is of schema 2; this qbackends reads schemas up to 1. Fix: resume it with the "
+        "qbackends that wrote it, or pass another --results-dir (or --checkpoint-dir) to start a new run beside it."
+    )
 
 
 def test_resume_refuses_a_graph_file_whose_contents_changed(tmp_path):

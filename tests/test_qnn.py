@@ -103,6 +103,26 @@ def test_resume_continues_to_the_uninterrupted_result(tmp_path):
         qnn.train(qnn.Config(**{**SMALL, "epochs": 3, "nwires": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
 
 
+def test_a_checkpoint_of_the_layout_before_schemas_resumes(tmp_path):
+    """A checkpoint written before the run record had a schema ("data", workers as text, no settings digest)
+    continues as it did."""
+    import torch
+
+    two = qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit")
+    qnn.train(qnn.Config(**SMALL), "lightning.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qnn.CHECKPOINT_FILE
+    state = torch.load(path, weights_only=True)
+    state["run"] = {"data": state["run"]["inputs"], "device": "lightning.qubit", "workers": "1"}
+    torch.save(state, path)
+    resumed = qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    for name, values in two["parameters"].items():
+        np.testing.assert_allclose(resumed["parameters"][name], values, atol=1e-10, rtol=0)
+    state["config"]["lr"] = 0.2
+    torch.save(state, path)
+    with pytest.raises(WorkloadInputError, match=r"its settings differ \(lr: 0.2 then, 0.03 now\)"):
+        qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
 def test_early_stopping(tmp_path):
     result = qnn.train(qnn.Config(**{**SMALL, "epochs": 20, "patience": 1, "lr": 1e-6}), "lightning.qubit")
     assert result["stopped_early"] and len(result["history"]) < 20
@@ -243,7 +263,7 @@ def test_resume_refuses_another_run_or_a_corrupt_checkpoint(tmp_path):
         (lambda s: s.update(epoch=100), "its history does not hold 100 epochs of 6 numbers"),
         (lambda s: s.update(epoch=0), "epoch 0 is not a whole number of 1 or more"),
         (lambda s: s["model"].update({k: v * float("nan") for k, v in s["model"].items()}), "a model weight is not finite"),
-        (lambda s: s["run"].update(data="0" * 64), "the data differ"),
+        (lambda s: s["run"].update(inputs="0" * 64), "the data differ"),
     ]:
         state = {**pristine, "model": dict(pristine["model"]), "run": dict(pristine["run"])}
         edit(state)

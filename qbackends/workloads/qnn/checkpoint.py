@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...checkpoint import further_along
-from ...errors import WorkloadInputError
+from ... import checkpoint as run_checkpoint
+from ...checkpoint import Inputs, RunIdentity, corrupt, further_along, unreadable
 from ...storage import atomic_write
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ FILE = "qnn-checkpoint.pt"
 def save(
     path: Path,
     config: Config,
-    identity: dict[str, str],
+    identity: RunIdentity,
     model: Any,
     optimizer: Any,
     scheduler: Any,
@@ -36,7 +36,7 @@ def save(
 
     state = {
         "config": asdict(config),
-        "run": identity,
+        "run": identity.record(),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
@@ -58,20 +58,17 @@ def history_from(state: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(zip(keys, row, strict=True)) for row in state["history"]]
 
 
-def digest(features: np.ndarray, labels: np.ndarray) -> str:
-    """The data a run trains on, by content: a file replaced under the same name is another run."""
-    import hashlib
-
-    return hashlib.sha256(np.ascontiguousarray(features).tobytes() + np.ascontiguousarray(labels).tobytes()).hexdigest()
-
-
-_IDENTITY_WORDS = {
-    "data": "the data differ (the file's contents changed)",
-    "device": "it was made on another device ({!r} then, {!r} now)",
-    "workers": "it had another number of workers ({!r} then, {!r} now)",
-}
 # Settings a resumed run may change: the epoch budget and when to stop early.
 GROWABLE = ("epochs", "patience")
+DATA = Inputs("data", "the data differ (the file's contents changed)")
+
+
+def identity(config: Config, features: np.ndarray, labels: np.ndarray, device: str, workers: int) -> RunIdentity:
+    """This run: its settings (not the epoch budget nor the patience), the data it trains on by content (a file
+    replaced under the same name is another run), the device and the workers."""
+    settings = {k: v for k, v in asdict(config).items() if k not in GROWABLE}
+    data = run_checkpoint.digest(np.ascontiguousarray(features).tobytes(), np.ascontiguousarray(labels).tobytes())
+    return RunIdentity(settings, data, device, DATA, workers)
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -80,56 +77,30 @@ def read(path: Path) -> dict[str, Any]:
 
     try:
         state = torch.load(path, weights_only=True)  # never unpickles arbitrary objects
-        if not isinstance(state.get("config"), dict) or not isinstance(state.get("run"), dict):
-            raise ValueError("no configuration or run record")
     except Exception as exc:
-        raise WorkloadInputError(f"Checkpoint {str(path)!r} is unreadable: {exc}.", "remove it to start over.") from exc
-    return state
+        raise unreadable(path, exc) from exc
+    return run_checkpoint.saved_run(path, state)
 
 
-def device_of(state: dict[str, Any] | None) -> str | None:
-    """The device a checkpoint was made on (a PennyLane device name), if it says."""
-    device = state["run"].get("device") if state is not None else None
-    return device if isinstance(device, str) else None
-
-
-def check(path: Path, state: dict[str, Any], config: Config, identity: dict[str, str]) -> None:
+def check(path: Path, state: dict[str, Any], config: Config, run: RunIdentity) -> None:
     """A checkpoint of exactly this run, checked field by field; anything else is refused by name."""
-    saved, recorded = state["config"], state["run"]
-    settings = [
-        f"{k}: {saved.get(k)!r} then, {v!r} now" for k, v in asdict(config).items() if k not in GROWABLE and saved.get(k) != v
-    ]
-    differences = [f"its settings differ ({', '.join(settings)})"] if settings else []
-    differences += [
-        words.format(recorded.get(key), identity[key])
-        for key, words in _IDENTITY_WORDS.items()
-        if recorded.get(key) != identity[key]
-    ]
-    if differences:
-        raise WorkloadInputError(
-            f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.",
-            "resume with the settings, data, --device and --workers it was made with, or pass another --results-dir "
-            "(or --checkpoint-dir) to start a new run beside it.",
-        )
+    run_checkpoint.check(path, state, run)
     check_state(path, state, config)
 
 
 def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
     import torch
 
-    def bad(what: str) -> WorkloadInputError:
-        return WorkloadInputError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
-
     epoch = state.get("epoch")
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-        raise bad(f"epoch {epoch!r} is not a whole number of 1 or more")
+        raise corrupt(path, f"epoch {epoch!r} is not a whole number of 1 or more")
     history = state.get("history")
     if not isinstance(history, list) or len(history) != epoch or any(not isinstance(r, list) or len(r) != 6 for r in history):
-        raise bad(f"its history does not hold {epoch} epochs of 6 numbers")
+        raise corrupt(path, f"its history does not hold {epoch} epochs of 6 numbers")
     weights = state.get("model")
     if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
-        raise bad("the model's weights are missing")
+        raise corrupt(path, "the model's weights are missing")
     if not all(bool(torch.isfinite(t).all()) for t in weights.values()):
-        raise bad("a model weight is not finite")
+        raise corrupt(path, "a model weight is not finite")
     if epoch > config.epochs:  # a sound checkpoint, further along than asked
         raise further_along(path, epoch, config.epochs, "epochs", "--epochs")

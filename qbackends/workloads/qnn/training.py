@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...capabilities import DIFF_METHODS
+from ...checkpoint import corrupt, recorded_device
 from ...errors import WorkloadInputError
 from .. import sonar
 from . import checkpoint as checkpoints
@@ -221,7 +222,7 @@ def train(
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
     state = checkpoints.read(checkpoint) if resume and checkpoint and checkpoint.exists() else None
     _seed_everything(config.seed)
-    qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=checkpoints.device_of(state))
+    qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state))
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     device_name = _settled(qdev, model, config.nwires, local_batch)
     advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
@@ -231,12 +232,11 @@ def train(
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=config.gamma)
     loss_fn = torch.nn.MarginRankingLoss(margin=config.margin)
 
-    identity = {"data": checkpoints.digest(features, labels), "device": device_name, "workers": str(ctx.world)}
-    if state is not None and checkpoint is not None:
-        checkpoints.check(checkpoint, state, config, identity)
+    identity = checkpoints.identity(config, features, labels, device_name, ctx.world)
     history: list[dict[str, Any]] = []
     start_epoch, best, since_best = 1, -1.0, 0
-    if state is not None:
+    if state is not None and checkpoint is not None:
+        checkpoints.check(checkpoint, state, config, identity)
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -245,9 +245,7 @@ def train(
             start_epoch, history = int(state["epoch"]) + 1, checkpoints.history_from(state)
             best, since_best = float(state["best"]), int(state["since_best"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # shapes, types, missing entries
-            raise WorkloadInputError(
-                f"Checkpoint {str(checkpoint)!r} is corrupt: {' '.join(str(exc).split())[:300]}.", "remove it to start over."
-            ) from exc
+            raise corrupt(checkpoint, " ".join(str(exc).split())[:300]) from exc
 
     timer = Timer()
     allreduce = _AllReduceTimer()

@@ -1,0 +1,91 @@
+"""QAOA checkpoints: JSON, written atomically after every iteration, resumed only into the very same run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ... import checkpoint as run_checkpoint
+from ...checkpoint import Inputs, RunIdentity, corrupt, further_along, unreadable
+from ...storage import atomic_write_json
+from .config import Config
+from .graph import Graph
+from .optimizer import OptimizerState
+
+FILE = "qaoa-checkpoint.json"
+# Settings a resumed run may change: the iteration budget, and the graph file's name (its contents count).
+GROWABLE = ("iterations", "graph_file")
+GRAPH = Inputs("graph", "the graph differs (the edge list's contents changed)")
+
+
+@dataclass
+class Progress:
+    """What a checkpoint holds: the state after ``iteration`` finished iterations."""
+
+    iteration: int
+    params: list[list[float]]
+    costs: list[float]
+    seconds: list[float]
+    optimizer: OptimizerState
+
+
+def identity(config: Config, graph: Graph, device: str) -> RunIdentity:
+    """This run: its settings (not the iteration budget), the graph itself (a file's contents, not its name)
+    and the device."""
+    settings = {k: v for k, v in asdict(config).items() if k not in GROWABLE}
+    edges = json.dumps([graph.nodes, [list(e) for e in graph.edges]])
+    return RunIdentity(settings, run_checkpoint.digest(edges.encode()), device, GRAPH)
+
+
+def save(path: Path, config: Config, run: RunIdentity, progress: Progress) -> None:
+    atomic_write_json(path, {"config": asdict(config), "run": run.record(), "progress": asdict(progress)})
+
+
+def read(path: Path) -> dict[str, Any]:
+    """A checkpoint's contents, or a typed error when it is not one."""
+    try:
+        state = json.loads(path.read_text())
+    except (ValueError, OSError) as exc:
+        raise unreadable(path, exc) from exc
+    return run_checkpoint.saved_run(path, state)
+
+
+def progress(path: Path, state: dict[str, Any], config: Config, run: RunIdentity) -> Progress:
+    """The progress of a checkpoint of exactly this run, checked field by field; anything else is refused by name."""
+    run_checkpoint.check(path, state, run)
+    try:
+        p = state["progress"]
+        done = Progress(p["iteration"], p["params"], p["costs"], p["seconds"], OptimizerState(**p["optimizer"]))
+    except (KeyError, TypeError) as exc:
+        raise unreadable(path, exc) from exc
+    _check(path, done, config)
+    return done
+
+
+def _check(path: Path, progress: Progress, config: Config) -> None:
+    """Every field of a checkpoint's progress: type, shape, range, finiteness."""
+    n = progress.iteration
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise corrupt(path, f"iteration {n!r} is not a whole number of at least 0")
+    for name in ("costs", "seconds"):
+        values = getattr(progress, name)
+        if not isinstance(values, list) or len(values) != n:
+            raise corrupt(
+                path, f"{name} holds {len(values) if isinstance(values, list) else values!r} entries for {n} iterations"
+            )
+    try:
+        params = np.asarray(progress.params, dtype=float)
+        numbers = np.asarray(progress.costs + progress.seconds, dtype=float)
+        moments = np.asarray(progress.optimizer.m + progress.optimizer.v, dtype=float)
+    except (TypeError, ValueError):
+        raise corrupt(path, "a value is not a number") from None
+    if params.shape != (2, config.layers):
+        raise corrupt(path, f"parameters of shape {params.shape}, not (2, {config.layers})")
+    if not (np.isfinite(params).all() and np.isfinite(numbers).all() and np.isfinite(moments).all()):
+        raise corrupt(path, "a parameter, cost or optimizer moment is not finite")
+    if n > config.iterations:  # a sound checkpoint, further along than asked
+        raise further_along(path, n, config.iterations, "iterations", "--iterations")

@@ -1,0 +1,17 @@
+"""QAOA as a hybrid job: settings, device, checkpoints and results from ``AMZN_BRAKET_*``."""
+
+from __future__ import annotations
+
+from ...hybridjob import JobEnvironment, config_from_hyperparameters, save_job_result
+from .config import Config
+from .optimization import run
+
+
+def main() -> int:
+    """Entry point for a hybrid job: everything comes from ``AMZN_BRAKET_*``."""
+    env = JobEnvironment.from_env()
+    config = config_from_hyperparameters(Config, env.hyperparameters)
+    result = run(config, env.device, checkpoint_dir=env.checkpoint_dir, resume=env.checkpoint_dir is not None)
+    save_job_result(result, env)
+    print(f"qaoa: expected cut {result['expected_cut']:.4f}, max cut {result['max_cut']}, on {result['device']}")
+    return 0
