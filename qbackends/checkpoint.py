@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ class RunIdentity:
         device: the PennyLane name of the backend that ran it (under ``auto``, the one auto took).
         words: how the workload calls its inputs.
         workers: the processes that shared it, for a workload that runs on several (None: one, always).
+        defaults: settings left out of ``settings`` because they hold the value every run had before the
+            setting existed (a checkpoint from then resumes), by name: that value.
     """
 
     settings: Mapping[str, Any]
@@ -56,6 +58,7 @@ class RunIdentity:
     device: str
     words: Inputs
     workers: int | None = None
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The ``"run"`` entry of a checkpoint."""
@@ -115,6 +118,7 @@ def check(path: Path, state: Mapping[str, Any], identity: RunIdentity) -> None:
     differences = []
     if recorded.get("settings") != expected["settings"]:
         named = [f"{k}: {saved.get(k)!r} then, {v!r} now" for k, v in identity.settings.items() if saved.get(k) != v]
+        named += [f"{k}: {saved[k]!r} then, {v!r} now" for k, v in identity.defaults.items() if saved.get(k, v) != v]
         differences.append(f"its settings differ ({', '.join(named) or 'see the checkpoint'})")
     if recorded.get("inputs") != expected["inputs"]:
         differences.append(identity.words.changed)

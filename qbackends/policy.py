@@ -75,18 +75,25 @@ def _resolve(spec: str | None) -> tuple[str, bool]:
 
 
 def qaoa_device(
-    spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000, resumed_on: str | None = None
+    spec: str | None,
+    wires: int,
+    diff_method: str,
+    layers: int = 2,
+    iterations: int = 1000,
+    resumed_on: str | None = None,
+    precision: str = "c128",
 ) -> Any:
     """``get_device`` for a QAOA run: under ``auto``, the device a resumed checkpoint was made on (``resumed_on``),
     else the per-circuit auto device, told how many steps the run takes (so a one-time kernel compilation is
-    weighed against them); otherwise what was asked for."""
+    weighed against them); otherwise what was asked for. ``precision`` as the user asked (c64 only then)."""
     from .device import get_device
 
     _, is_auto = _resolve(spec)
     if is_auto and _resumable(resumed_on):
-        return get_device(resumed_on, wires=wires, diff_method=diff_method)
+        return get_device(resumed_on, wires=wires, diff_method=diff_method, precision=precision)
     steps: dict[str, Any] = {"expected_steps": iterations} if is_auto else {}
-    return get_device(spec, wires=wires, diff_method=diff_method, **steps)  # None: get_device names the variable it read
+    # None: get_device names the variable it read
+    return get_device(spec, wires=wires, diff_method=diff_method, precision=precision, **steps)
 
 
 def _resumable(resumed_on: str | None) -> TypeGuard[str]:

@@ -182,6 +182,25 @@ def test_a_refusal_names_every_difference_and_the_fix(tmp_path):
     )
 
 
+def test_c64_runs_the_same_optimisation_within_its_tolerance_and_is_another_run(tmp_path):
+    """--precision c64 on fused.qubit follows c128's costs to about 1e-6 of the cut's scale; a checkpoint
+    of one precision does not resume the other (named), while c128 checkpoints keep their identity."""
+    fused = "local:qbackends/fused.qubit"
+    single = qaoa.run(qaoa.Config(nodes=10, edges=15, iterations=4, precision="c64"), fused, checkpoint_dir=tmp_path / "a")
+    double = qaoa.run(qaoa.Config(nodes=10, edges=15, iterations=4), fused, checkpoint_dir=tmp_path / "b")
+    assert single["config"]["precision"] == "c64" and double["config"]["precision"] == "c128"
+    gaps = np.abs(np.array(single["costs"]) - np.array(double["costs"]))
+    assert gaps.max() < 2.2e-6 * 15 and gaps.max() > 0
+    with pytest.raises(CheckpointError, match=r"its settings differ \(precision: 'c64' then, 'c128' now\)"):
+        qaoa.run(qaoa.Config(nodes=10, edges=15, iterations=5), fused, checkpoint_dir=tmp_path / "a", resume=True)
+    with pytest.raises(CheckpointError, match=r"its settings differ \(precision: 'c128' then, 'c64' now\)"):
+        qaoa.run(
+            qaoa.Config(nodes=10, edges=15, iterations=5, precision="c64"), fused, checkpoint_dir=tmp_path / "b", resume=True
+        )
+    with pytest.raises(WorkloadInputError, match=r"precision 'c32' is unknown; choices: c128, c64\."):
+        qaoa.Config(precision="c32").validate()
+
+
 def test_a_checkpoint_of_the_layout_before_schemas_resumes(tmp_path):
     """A checkpoint written before the run record had a schema ("graph", not "inputs") continues as it did."""
     config = qaoa.Config(nodes=5, edges=6, iterations=4)
@@ -189,6 +208,7 @@ def test_a_checkpoint_of_the_layout_before_schemas_resumes(tmp_path):
     qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
     path = tmp_path / qaoa.CHECKPOINT_FILE
     data = json.loads(path.read_text())
+    del data["config"]["precision"]  # that layout's settings had no precision (all c128)
     settings = {k: v for k, v in data["config"].items() if k not in ("iterations", "graph_file")}
     graph = qaoa.random_graph(5, 6, 1967)
     edges = json.dumps([graph.nodes, [list(e) for e in graph.edges]])

@@ -31,6 +31,9 @@ def register(sub: Any) -> None:
     p.add_argument("--optimizer", choices=("adam", "gd"), default="adam", help="Adam or plain gradient descent")
     p.add_argument("--diff-method", default="adjoint", help="PennyLane differentiation method")
     p.add_argument(
+        "--precision", choices=("c128", "c64"), default="c128", help="amplitudes: c64 halves the memory (answers to about 1e-6)"
+    )
+    p.add_argument(
         "--formulation", choices=("fast", "qml.qaoa"), default="fast", help="IsingZZ+RX layers, or qml.qaoa's cost/mixer layers"
     )
     p.add_argument("--results-dir", default="results/qaoa", help="where results JSON and the plot go")

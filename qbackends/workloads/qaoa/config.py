@@ -9,6 +9,7 @@ from ...errors import WorkloadInputError
 from .graph import MAX_GRAPH_NODES
 
 OPTIMIZERS = ("adam", "gd")
+PRECISIONS = ("c128", "c64")
 FORMULATIONS = ("fast", "qml.qaoa")
 
 
@@ -27,6 +28,7 @@ class Config:
     formulation: str = "fast"
     graph_file: str | None = None
     init_scale: float = 0.01
+    precision: str = "c128"  # c64: half the memory, answers to about 1e-6 (opted in, never by auto)
 
     def validate(self) -> None:
         """Every setting's type and range, before anything runs (the CLI and the job entry point alike)."""
@@ -60,6 +62,11 @@ class Config:
         if self.formulation not in FORMULATIONS:
             raise WorkloadInputError(
                 f"formulation {self.formulation!r} is unknown; choices: {', '.join(FORMULATIONS)}.", "pass --formulation fast."
+            )
+        if self.precision not in PRECISIONS:
+            raise WorkloadInputError(
+                f"precision {self.precision!r} is unknown; choices: {', '.join(PRECISIONS)}.",
+                "pass --precision c64 (half the memory) or leave it out (c128).",
             )
         if self.diff_method not in DIFF_METHODS:
             raise WorkloadInputError(

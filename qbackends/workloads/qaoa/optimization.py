@@ -52,7 +52,9 @@ def run(
     graph = load_graph(config)
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
     state = checkpoints.read(checkpoint) if resume and checkpoint is not None and checkpoint.exists() else None
-    dev = workload_device(device, graph.nodes, config.diff_method, config.layers, config.iterations, recorded_device(state))
+    dev = workload_device(
+        device, graph.nodes, config.diff_method, config.layers, config.iterations, recorded_device(state), config.precision
+    )
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
     start_params = pnp.array(initial_params(config), requires_grad=True)
@@ -91,12 +93,18 @@ def run(
 
 
 def workload_device(
-    spec: str | None, wires: int, diff_method: str, layers: int = 2, iterations: int = 1000, resumed_on: str | None = None
+    spec: str | None,
+    wires: int,
+    diff_method: str,
+    layers: int = 2,
+    iterations: int = 1000,
+    resumed_on: str | None = None,
+    precision: str = "c128",
 ) -> Any:
     """The device this QAOA run uses: ``policy.qaoa_device``."""
     from ...policy import qaoa_device
 
-    return qaoa_device(spec, wires, diff_method, layers, iterations, resumed_on=resumed_on)
+    return qaoa_device(spec, wires, diff_method, layers, iterations, resumed_on=resumed_on, precision=precision)
 
 
 def backend_name(dev: Any, qnode: Any, params: Any, diff_method: str) -> str:
