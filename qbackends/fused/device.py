@@ -110,6 +110,9 @@ def _z_rotations(op: Any) -> list[Any] | None:
     return [qml.MultiRZ(2 * h * t, wires=w) if w else qml.GlobalPhase(h * t, wires=op.wires) for w, h in terms]
 
 
+LARGE_BUFFER_BYTES = 512 << 20
+
+
 class FusedQubit(Device):
     """State-vector simulator for circuits dominated by diagonal gates (QAOA, Ising evolutions).
 
@@ -134,6 +137,12 @@ class FusedQubit(Device):
         self._compile_seconds = 0.0  # numba's compiling in this device's executions
         self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)
         self._scratch: dict[str, np.ndarray] = {}  # reused state buffers: no page faults per execution
+
+    def _release_large_scratch(self) -> None:
+        """Drop the gradient's buffers when each is 512 MiB or more (at 30 qubits c64, 8 GiB)."""
+        for name in ("lambda", "phi"):
+            if (buf := self._scratch.get(name)) is not None and buf.nbytes >= LARGE_BUFFER_BYTES:
+                del self._scratch[name]
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._scratch.get(name)
@@ -180,6 +189,7 @@ class FusedQubit(Device):
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         traffic = engine.Traffic(self._dtype.itemsize)
+        self._release_large_scratch()  # values alone need ψ only: room for what they return (probabilities)
         with warmup.timing_compiles(self._compiled_for):
             results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
         self._track(circuits, results, traffic)
@@ -388,8 +398,10 @@ def _probabilities(psi: np.ndarray, wires: list[int], n: int) -> np.ndarray:
 
 
 def _magnitudes(psi: np.ndarray) -> np.ndarray:
-    """|ψ_k|² in float64 (a complex64 state's sums would lose digits)."""
-    return np.abs(psi.astype(np.complex128, copy=False)) ** 2
+    """|ψ_k|² in float64 (a complex64 state's sums would lose digits), without a copy of the state."""
+    out = np.empty(psi.size)
+    engine.K.squared_magnitudes(psi, out)
+    return out
 
 
 def _inner(a: np.ndarray, b: np.ndarray) -> complex:

@@ -792,6 +792,15 @@ def expval_and_lambda(psi, diagonal, lam):
 
 
 @njit(parallel=True)
+def squared_magnitudes(psi, out):
+    """out[k] = |ψ_k|² in out's precision (float64)."""
+    for k in prange(psi.size):
+        p = psi[k]
+        re, im = np.float64(p.real), np.float64(p.imag)
+        out[k] = re * re + im * im
+
+
+@njit(parallel=True)
 def expval(psi, diagonal):
     total = 0.0
     for k in prange(psi.size):
