@@ -11,6 +11,7 @@ import numpy as np
 
 from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
+from ...policy import qaoa_device as workload_device  # the device this QAOA run uses
 from . import checkpoint as checkpoints
 from .ansatz import energy_function
 from .checkpoint import Progress
@@ -90,21 +91,6 @@ def run(
         )
     probs = np.asarray(probabilities(params))
     return results(config, graph, device_name, progress, final_energy=final_energy, probs=probs)
-
-
-def workload_device(
-    spec: str | None,
-    wires: int,
-    diff_method: str,
-    layers: int = 2,
-    iterations: int = 1000,
-    resumed_on: str | None = None,
-    precision: str = "c128",
-) -> Any:
-    """The device this QAOA run uses: ``policy.qaoa_device``."""
-    from ...policy import qaoa_device
-
-    return qaoa_device(spec, wires, diff_method, layers, iterations, resumed_on=resumed_on, precision=precision)
 
 
 def backend_name(dev: Any, qnode: Any, params: Any, diff_method: str) -> str:
