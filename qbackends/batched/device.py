@@ -10,17 +10,18 @@ Analytic only: expectations of Pauli words and sums of them, probabilities, the 
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pennylane as qml
-from pennylane.devices import Device, ExecutionConfig
-from pennylane.devices.preprocess import decompose, validate_device_wires
+from pennylane.devices import ExecutionConfig
 from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP
 
 from ..errors import UnsupportedCircuitError
+from ..simbase.device import SimulatorDevice
+from ..simbase.gradients import refuse_trainable_coefficients
+from ..simbase.measurements import marginal_index, probabilities
 from . import kernels
 from .program import NAME, Program, is_native, lower, pauli_terms
 
@@ -42,7 +43,7 @@ def check_circuit(tape: Any) -> tuple[Any, Any]:
     return (tape,), lambda results: results[0]
 
 
-class BatchedQubit(Device):
+class BatchedQubit(SimulatorDevice):
     """State-vector simulator for parameter-broadcast circuits (QML minibatches), with adjoint VJPs.
 
     Args:
@@ -55,28 +56,13 @@ class BatchedQubit(Device):
     def __init__(self, wires: Any = None) -> None:
         super().__init__(wires=wires)
 
-    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        pipeline = qml.CompilePipeline()
-        pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
+    def _add_engine_transforms(self, pipeline: Any) -> None:
         pipeline.add_transform(check_circuit)
-        pipeline.add_transform(decompose, stopping_condition=is_native, skip_initial_state_prep=False, name=self.name)
-        return pipeline
+        self._lower(pipeline, is_native)
 
-    def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
-        config = config or ExecutionConfig()
-        if config.gradient_method in ("adjoint", "device", "best"):
-            # Gradients as VJPs: a broadcast input is a (B,) parameter, which a Jacobian cannot carry.
-            return dataclasses.replace(
-                config,
-                gradient_method="adjoint",
-                use_device_gradient=True,
-                use_device_jacobian_product=True,
-                grad_on_execution=False,
-            )
-        return config
-
-    def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
-        return execution_config is None or execution_config.gradient_method in ("adjoint", "best", "device")
+    def _gradient_options(self, circuit: Any) -> dict[str, Any]:
+        # Gradients as VJPs: a broadcast input is a (B,) parameter, which a Jacobian cannot carry.
+        return {"use_device_jacobian_product": True, "grad_on_execution": False}
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         return self.supports_derivatives(execution_config, circuit)
@@ -95,16 +81,12 @@ class BatchedQubit(Device):
 
     def _vjps(self, runs: list[Run], cotangents: Any) -> tuple[Any, ...]:
         vjps = tuple(run.vjp(cotangent) for run, cotangent in zip(runs, cotangents, strict=True))
-        if self.tracker.active:
-            self.tracker.update(vjp_batches=1, vjps=len(runs))
-            self.tracker.record()
+        self._track(vjp_batches=1, vjps=len(runs))
         return vjps
 
     def _run(self, tape: Any) -> Run:
         run = Run(tape, self.wires)
-        if self.tracker.active:
-            self.tracker.update(executions=1, batch_len=run.batch, resources=tape.specs["resources"])
-            self.tracker.record()
+        self._track_tape(tape, batch_len=run.batch)
         return run
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
@@ -164,15 +146,10 @@ class Run:
         return self._per_parameter(grads)
 
     def _per_parameter(self, grads: np.ndarray) -> tuple[Any, ...]:
-        nop_params = sum(len(op.data) for op in self.tape.operations)
+        refuse_trainable_coefficients(self.tape, NAME, sum(len(op.data) for op in self.tape.operations))
         values = self.tape.get_parameters(trainable_only=False)
         out = []
         for index in self.tape.trainable_params:
-            if index >= nop_params:
-                raise UnsupportedCircuitError(
-                    f"{NAME} differentiates gate parameters only; this circuit has trainable observable coefficients.",
-                    "make the coefficients constants (requires_grad=False), or use diff_method='parameter-shift'.",
-                )
             per_row = grads[:, self.program.slot_param == index].sum(axis=1)
             out.append(per_row if qml.math.ndim(values[index]) else np.array(per_row.sum()))
         return PerParameter(out)
@@ -218,18 +195,3 @@ def initial_states(batch: int, nwires: int) -> np.ndarray:
     states = np.zeros((batch, 1 << nwires), dtype=complex)
     states[:, 0] = 1.0
     return states
-
-
-def marginal_index(wires: list[int], n: int) -> np.ndarray:
-    """For each basis state, its index in the marginal over ``wires`` (in their order)."""
-    i = np.arange(1 << n)
-    index = np.zeros_like(i)
-    for w in wires:
-        index = (index << 1) | ((i >> (n - 1 - w)) & 1)
-    return index
-
-
-def probabilities(states: np.ndarray, wires: list[int], n: int) -> np.ndarray:
-    p = np.abs(states) ** 2
-    index = marginal_index(wires, n)
-    return np.stack([np.bincount(index, weights=row, minlength=1 << len(wires)) for row in p])

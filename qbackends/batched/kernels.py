@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fused.cachedir import kernel_cache
-from ..fused.kernels import zsign as _zsign  # (-1)^popcount(x)
-from ..fused.threads import import_numba
+from ..fused.kernels import zsign as _zsign  # (-1)^popcount(x), inlined; its tests pin it to fused.kernels
+from ..simbase.cachedir import kernel_cache
+from ..simbase.threads import import_numba
 
 prange = import_numba().prange
 CACHE = kernel_cache(Path(__file__))  # decided before the first kernel: where it is cached, or not at all

@@ -6,18 +6,20 @@ rotates measurements to the Z basis, and expands parameter broadcasting.
 
 from __future__ import annotations
 
-import dataclasses
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pennylane as qml
-from pennylane.devices import Device, ExecutionConfig
-from pennylane.devices.preprocess import decompose, validate_device_wires, validate_measurements
+from pennylane.devices import ExecutionConfig
+from pennylane.devices.preprocess import validate_measurements
 from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMeasurement, StateMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError, UnsupportedOptionError
+from ..simbase.device import SimulatorDevice
+from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
+from ..simbase.measurements import magnitudes, probabilities
 from . import engine, warmup
 from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
@@ -113,7 +115,7 @@ def _z_rotations(op: Any) -> list[Any] | None:
 LARGE_BUFFER_BYTES = 512 << 20
 
 
-class FusedQubit(Device):
+class FusedQubit(SimulatorDevice):
     """State-vector simulator for circuits dominated by diagonal gates (QAOA, Ising evolutions).
 
     Args:
@@ -152,35 +154,20 @@ class FusedQubit(Device):
 
     # ---- preprocessing ----------------------------------------------------------------------
 
-    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        pipeline = qml.CompilePipeline()
-        pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
+    def _add_engine_transforms(self, pipeline: Any) -> None:
         pipeline.add_transform(validate_measurements, analytic_measurements=_analytic, name=self.name)
         pipeline.add_transform(to_z_basis)
         pipeline.add_transform(commuting_evolutions)
-        pipeline.add_transform(
-            decompose,
-            stopping_condition=lambda op: op.name in SUPPORTED or isinstance(op, CommutingRotations) or applied_by_matrix(op),
-            skip_initial_state_prep=False,
-            name=self.name,
-        )
+        self._lower(pipeline, lambda op: op.name in SUPPORTED or isinstance(op, CommutingRotations) or applied_by_matrix(op))
         pipeline.add_transform(qml.transforms.broadcast_expand)
-        return pipeline
 
-    def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
-        config = config or ExecutionConfig()
-        sampled = circuit is not None and bool(circuit.shots)
-        if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
-            # Values and gradients in one pass, unless an observable has trainable data: then values
-            # alone, so that only a gradient actually asked for is refused (see _refuse_untracked_gradients).
-            together = circuit is None or not _trainable_observables(circuit)
-            return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, grad_on_execution=together)
-        return config
+    def _gradient_options(self, circuit: Any) -> dict[str, Any]:
+        # Values and gradients in one pass, unless an observable has trainable data: then values
+        # alone, so that only a gradient actually asked for is refused (see _refuse_untracked_gradients).
+        return {"grad_on_execution": circuit is None or not trainable_observables(circuit)}
 
-    def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
-        if execution_config is None or execution_config.gradient_method not in ("adjoint", "best", "device"):
-            return False
-        return circuit is None or (not circuit.shots and all(isinstance(m, ExpectationMP) for m in circuit.measurements))
+    def _differentiates(self, circuit: Any) -> bool:
+        return not circuit.shots and all(isinstance(m, ExpectationMP) for m in circuit.measurements)
 
     # ---- execution --------------------------------------------------------------------------
 
@@ -192,7 +179,7 @@ class FusedQubit(Device):
         self._release_large_scratch()  # values alone need ψ only: room for what they return (probabilities)
         with warmup.timing_compiles(self._compiled_for):
             results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
-        self._track(circuits, results, traffic)
+        self._track_batch(circuits, results, traffic)
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
@@ -201,26 +188,24 @@ class FusedQubit(Device):
             results, jacobians = (
                 zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
             )
-        self._track(circuits, results, traffic, derivatives=len(circuits))
+        self._track_batch(circuits, results, traffic, derivatives=len(circuits))
         if circuits and not self._kernels_marked:  # values and gradients ran: every kernel is compiled
             warmup.mark_compiled(self._compile_seconds if self._cold else 0.0, self._precision)  # not a recompile of a few
             self._kernels_marked = True
         return tuple(results), tuple(jacobians)
 
-    def _track(self, circuits: Any, results: Any, traffic: engine.Traffic, derivatives: int = 0) -> None:
-        """PennyLane's tracker, plus ``bytes_moved``: what the kernels read and wrote for the batch."""
+    def _track_batch(self, circuits: Any, results: Any, traffic: engine.Traffic, derivatives: int = 0) -> None:
+        """Each circuit with its result, then the batch with ``bytes_moved``: what the kernels read and wrote."""
         if not self.tracker.active:
             return
         for tape, result in zip(circuits, results, strict=True):
-            self.tracker.update(executions=1, results=result, resources=tape.specs["resources"])
-            self.tracker.record()
-        self.tracker.update(
+            self._track_tape(tape, results=result)
+        self._track(
             batches=1,
             batch_len=len(circuits),
             bytes_moved=traffic.bytes,
             **({"derivative_batches": 1, "derivatives": derivatives} if derivatives else {}),
         )
-        self.tracker.record()
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         return self.execute_and_compute_derivatives(circuits, execution_config)[1]
@@ -270,7 +255,7 @@ class FusedQubit(Device):
             elif isinstance(m, StateMP):
                 values.append(psi.copy())
             elif isinstance(m, ProbabilityMP):
-                values.append(_probabilities(psi, [index[w] for w in (m.wires or wires)], n))
+                values.append(probabilities(psi, [index[w] for w in (m.wires or wires)], n))
             elif not isinstance(m, (ExpectationMP, VarianceMP)):
                 values.append(m.process_state(psi, qml.wires.Wires(wires)))
             elif (terms := z_terms(m.obs)) is None:  # matrix observables, and Pauli sums left unrotated
@@ -292,7 +277,7 @@ class FusedQubit(Device):
             else:
                 diagonal = self._diagonal(terms, index, n)
                 if isinstance(m, VarianceMP):
-                    p = _magnitudes(psi)
+                    p = magnitudes(psi)
                     values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
                 elif adjoint:
                     lam = self._buffer("lambda", psi.size)
@@ -358,19 +343,11 @@ def _one_diagonal_expectation(tape: Any) -> bool:
     )
 
 
-def _trainable_observables(tape: Any) -> bool:
-    return any(m.obs is not None and any(qml.math.requires_grad(d) for d in m.obs.data) for m in tape.measurements)
-
-
 def _refuse_untracked_gradients(tape: Any, segments: list, nparams: int) -> None:
     """Adjoint gradients flow through gate parameters only: refuse trainable observable coefficients
     and trainable operators run by their matrix, rather than return zeros for them."""
+    refuse_trainable_coefficients(tape, FusedQubit.name, nparams)
     trainable = set(tape.trainable_params)
-    if any(i >= nparams for i in trainable):
-        raise UnsupportedCircuitError(
-            "qbackends.fused.qubit differentiates gate parameters only; this circuit has trainable observable coefficients.",
-            "make the coefficients constants (requires_grad=False), or use diff_method='parameter-shift'.",
-        )
     for segment in segments:
         if isinstance(segment, Dense) and trainable & set(segment.params):
             raise UnsupportedCircuitError(
@@ -385,22 +362,6 @@ def _apply_observable(obs: Any, psi: np.ndarray, index: dict, wires: Any) -> np.
         return np.asarray(obs.sparse_matrix(wire_order=wires) @ psi, dtype=psi.dtype)
     out = psi.copy()
     engine.apply_matrix(qml.matrix(obs), tuple(index[w] for w in obs.wires), out, len(wires))
-    return out
-
-
-def _probabilities(psi: np.ndarray, wires: list[int], n: int) -> np.ndarray:
-    p = _magnitudes(psi).reshape([2] * n)
-    others = tuple(i for i in range(n) if i not in wires)
-    marginal = p.sum(axis=others) if others else p
-    order = sorted(wires)
-    marginal = np.transpose(marginal, [order.index(w) for w in wires])
-    return marginal.reshape(-1)
-
-
-def _magnitudes(psi: np.ndarray) -> np.ndarray:
-    """|ψ_k|² in float64 (a complex64 state's sums would lose digits), without a copy of the state."""
-    out = np.empty(psi.size)
-    engine.K.squared_magnitudes(psi, out)
     return out
 
 

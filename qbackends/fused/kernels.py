@@ -5,7 +5,7 @@ z(x) = (-1)^popcount(x). One pass applies exp(i·sign·angle) to the state (and 
 as a product of precomputed phase tables, or, when the angle takes few values (an unweighted cut),
 from a table indexed by each amplitude's level: no trigonometry per amplitude either way.
 Product layers: single-qubit gates on distinct wires, tile by tile in split real/imaginary buffers.
-Kernels are compiled on first use and cached on disk where that is safe (``cachedir``).
+Kernels are compiled on first use and cached on disk where that is safe (``simbase.cachedir``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cachedir import kernel_cache
-from .threads import import_numba
+from ..simbase.cachedir import kernel_cache
+from ..simbase.threads import import_numba
 
 numba = import_numba()  # a NUMBA_NUM_THREADS numba refuses is a typed error
 prange = numba.prange
@@ -789,15 +789,6 @@ def expval_and_lambda(psi, diagonal, lam):
         total += diagonal[k] * (p.real * p.real + p.imag * p.imag)
         lam[k] = diagonal[k] * p
     return total
-
-
-@njit(parallel=True)
-def squared_magnitudes(psi, out):
-    """out[k] = |ψ_k|² in out's precision (float64)."""
-    for k in prange(psi.size):
-        p = psi[k]
-        re, im = np.float64(p.real), np.float64(p.imag)
-        out[k] = re * re + im * im
 
 
 @njit(parallel=True)

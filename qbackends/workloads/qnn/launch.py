@@ -59,7 +59,7 @@ def _share_cores(ctx: Context) -> None:
         os.sched_setaffinity(0, mine)
     torch.set_num_threads(per)
     try:  # batched.qubit's and fused.qubit's kernels: the same share
-        from ...fused.threads import import_numba
+        from ...simbase.threads import import_numba
 
         import_numba().set_num_threads(per)
     except (ImportError, ValueError):  # no numba, a NUMBA_NUM_THREADS it refuses (said when a simulator needs it), or

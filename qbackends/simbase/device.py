@@ -1,0 +1,77 @@
+"""The PennyLane device both simulators are: preprocessing, adjoint gradients asked for by name, tracking.
+
+A subclass brings its engine: its preprocessing steps, execution, and the hooks below. PennyLane's
+``simulator_tracking`` modifier is not used: it counts by its own rules (``simulations``,
+``execute_and_derivative_batches``), and cannot see what a batch cost (fused.qubit's ``bytes_moved``).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pennylane as qml
+from pennylane.devices import Device, ExecutionConfig
+from pennylane.devices.preprocess import decompose, validate_device_wires
+
+ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
+
+
+class SimulatorDevice(Device):
+    """A qbackends simulator as a PennyLane device.
+
+    Hooks for the engine: ``_add_engine_transforms`` (its preprocessing), ``_gradient_options`` (how
+    it delivers adjoint gradients) and ``_differentiates`` (which circuits it can).
+    """
+
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
+        """The circuit's wires checked against the device's, then the engine's own steps."""
+        pipeline = qml.CompilePipeline()
+        pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
+        self._add_engine_transforms(pipeline)
+        return pipeline
+
+    @abc.abstractmethod
+    def _add_engine_transforms(self, pipeline: Any) -> None:
+        """Add the engine's preprocessing to ``pipeline``: its refusals, rewrites, and ``_lower``."""
+
+    def _lower(self, pipeline: Any, runs: Callable[[Any], bool]) -> None:
+        """Add to ``pipeline`` the decomposition of every operation, state preparations too, until ``runs`` takes it."""
+        pipeline.add_transform(decompose, stopping_condition=runs, skip_initial_state_prep=False, name=self.name)
+
+    def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
+        """adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
+        config = config or ExecutionConfig()
+        sampled = circuit is not None and bool(circuit.shots)
+        if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
+            options = self._gradient_options(circuit)
+            return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, **options)
+        return config
+
+    def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
+        if execution_config is not None and execution_config.gradient_method not in ADJOINT_METHODS:
+            return False
+        return circuit is None or self._differentiates(circuit)
+
+    def _gradient_options(self, circuit: Any) -> dict[str, Any]:
+        """``ExecutionConfig`` fields for the engine's adjoint gradients of ``circuit`` (None: of any)."""
+        return {}
+
+    def _differentiates(self, circuit: Any) -> bool:
+        """Whether the engine's adjoint pass differentiates ``circuit``."""
+        return True
+
+    # ---- PennyLane's tracker ----------------------------------------------------------------
+
+    def _track(self, **counts: Any) -> None:
+        """One update of the tracker, when one is active."""
+        if self.tracker.active:
+            self.tracker.update(**counts)
+            self.tracker.record()
+
+    def _track_tape(self, tape: Any, **counts: Any) -> None:
+        """One circuit run: an execution, with its resources (counted only when a tracker is active)."""
+        if self.tracker.active:
+            self._track(executions=1, **counts, resources=tape.specs["resources"])
