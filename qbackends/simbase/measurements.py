@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 CHUNK = 1 << 20  # amplitudes squared at a time: no temporary the size of the state
 
 
