@@ -18,12 +18,14 @@ diagonal blocks) with one expectation of a sum of Z products, values and adjoint
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitError
+from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitError, UnsupportedOptionError
 from . import engine
 from . import kernels as K
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
@@ -49,6 +51,7 @@ def world() -> Any:
             MPI.Init()
     except (ImportError, RuntimeError) as exc:
         raise MPIUnavailableError(f"mpi=True: no MPI here ({exc}).", f"{INSTALL}.") from None
+    _abort_on_uncaught(MPI.COMM_WORLD)
     return MPI.COMM_WORLD
 
 
@@ -103,10 +106,13 @@ class Layout:
         sign = -1 if bin((physical >> self.local) & self.rank).count("1") % 2 else 1
         return physical & ((1 << self.local) - 1), sign
 
-    def global_index(self, local_index: int) -> int:
-        """The logical state index of amplitude ``local_index`` on this rank."""
-        physical = (self.rank << self.local) | local_index
-        return sum(1 << b for b in range(self.nwires) if physical >> self.position(b) & 1)
+    def global_indices(self, local_indices: np.ndarray) -> np.ndarray:
+        """The logical state indices of amplitudes ``local_indices`` on this rank."""
+        physical = np.int64(self.rank << self.local) | local_indices.astype(np.int64)
+        out = np.zeros_like(physical)
+        for b in range(self.nwires):
+            out |= ((physical >> self.position(b)) & 1) << b
+        return out
 
 
 @dataclass
@@ -202,7 +208,6 @@ class Ranks:
         self._cache = engine.DiagonalCache(real=np.float32 if dtype == np.complex64 else np.float64)
         self.last: tuple[np.ndarray, Layout] | None = None  # the last final state and its layout
         self.exchanges = 0  # all-to-alls of a state so far (each sends (R-1)/R of this rank's share)
-        _abort_on_uncaught(self.comm)
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._buffers.get(name)
@@ -280,8 +285,9 @@ class Ranks:
             else:
                 engine._diagonal_adjoint(step[1], phi, lam, local, self._cache, traffic, grad, True)
 
-    def most_probable(self) -> tuple[int, float]:
-        """(state index, probability) of the most probable basis state of the last final state, over all ranks."""
+    def most_probable(self, ties: float = 0.0) -> tuple[int, float]:
+        """(state index, probability) of the most probable basis state of the last final state, over all ranks:
+        the lowest index among those within ``ties`` (relative) of the largest probability."""
         if self.last is None:
             raise UnsupportedCircuitError(
                 "most_probable reads the final state of the last circuit run without a gradient; there is none.",
@@ -289,29 +295,56 @@ class Ranks:
             )
         psi, layout = self.last
         p = np.abs(psi.astype(np.complex128, copy=False)) ** 2
-        k = int(np.argmax(p))
-        found = self.comm.allgather((float(p[k]), -layout.global_index(k)))
-        probability, index = max(found)  # the lowest index among equals, as numpy's argmax over the whole state
-        return -index, probability
+        from mpi4py import MPI
+
+        largest = self.comm.allreduce(float(p.max()), op=MPI.MAX)
+        near = np.flatnonzero(p >= largest * (1 - ties))
+        mine = (int(layout.global_indices(near).min()), float(p[near].max())) if near.size else (1 << layout.nwires, 0.0)
+        index = self.comm.allreduce(mine[0], op=MPI.MIN)
+        return index, self.comm.allreduce(mine[1] if mine[0] == index else 0.0, op=MPI.MAX)
+
+
+def ranks_of(device: Any) -> Ranks:
+    """The ranks that share ``device``'s state: a fused.qubit device built with mpi=True.
+
+    Raises:
+        UnsupportedOptionError: any other device.
+    """
+    ranks = getattr(device, "_mpi", None)
+    if not isinstance(ranks, Ranks):
+        raise UnsupportedOptionError(
+            f"--mpi splits the state of local:qbackends/fused.qubit over MPI ranks; {device.name} was built instead.",
+            "pass --device local:qbackends/fused.qubit (or leave --device out) with --mpi.",
+        )
+    return ranks
 
 
 def most_probable(device: Any) -> tuple[int, float]:
     """(index, probability) of the most probable bitstring of ``device``'s last final state (mpi=True devices)."""
-    ranks = getattr(device, "_mpi", None)
-    if ranks is None:
-        raise UnsupportedCircuitError("most_probable needs a fused.qubit device built with mpi=True.", "pass mpi=True.")
-    return ranks.most_probable()
+    return ranks_of(device).most_probable()
 
 
-def rank_error(exc: BaseException, code: int) -> None:
-    """After a rank printed its one line for ``exc``: end every rank of the job with ``code`` (no rank waits on
-    this one in a collective for ever). Nothing happens outside an MPI job of several ranks."""
+RANK_ZERO_GRACE = 2.0  # seconds another failing rank leaves rank 0 to say an error they all share
+
+
+def started() -> bool:
+    """Whether this process is in an MPI job of several ranks that has started MPI."""
     mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized() or mpi.COMM_WORLD.Get_size() == 1:
-        return
-    sys.stderr.flush()
+    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1
+
+
+def end_job(say: Callable[[], int]) -> None:
+    """End every rank of the job after this one failed: ``say`` prints its one line and gives the exit code, then
+    ``MPI_Abort`` (no rank waits for ever in a collective on this one). A rank other than 0 first leaves rank 0 a
+    moment to say the same error (one that every rank meets alike is then said once)."""
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        time.sleep(RANK_ZERO_GRACE)
+    code = say()
     sys.stdout.flush()
-    mpi.COMM_WORLD.Abort(code)
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(code or 1)
 
 
 def _abort_on_uncaught(comm: Any) -> None:
