@@ -64,6 +64,16 @@ def test_ranks_that_cannot_share_the_state_are_refused_by_name():
         local_bits(11, 4)
 
 
+def test_the_memory_guard_sizes_the_ranks_on_this_node():
+    from qbackends.device import rank_share_wires
+    from qbackends.launchers import Launch
+
+    on_one_node = Launch("mpiexec (MPICH)", 0, 4, 0, 4, "127.0.0.1", 29500)
+    one_per_node = Launch("srun", 0, 4, 0, 1, "n1", 29500)
+    assert rank_share_wires(30, on_one_node) == 30  # four quarters in one node's memory
+    assert rank_share_wires(30, one_per_node) == 28  # a quarter of the state per node
+
+
 def test_a_checkpoint_resumes_only_on_as_many_ranks(tmp_path):
     words = checkpoint.Inputs("graph", "the graph differs")
     made = checkpoint.RunIdentity({"layers": 2}, "g", "qbackends.fused.qubit", words, ranks=4)
