@@ -23,11 +23,13 @@ def graph(wires: int, weighted: bool):
     return Graph(g.nodes, tuple((u, v, float(rng.uniform(0.5, 2.0))) for u, v, _ in g.edges))
 
 
-def value_and_gradient(case: list, mpi: bool) -> tuple[float, list]:
+def value_and_gradient(case: list, mpi: bool) -> tuple[float, list, int | None]:
+    """Energy and gradient of ``case`` at fixed angles, and (mpi) the all-to-alls of a state it took."""
     from autograd import value_and_grad
     from pennylane import numpy as pnp
 
     from qbackends.device import get_device
+    from qbackends.fused.distributed import ranks_of
     from qbackends.workloads.qaoa import energy_function
 
     wires, layers, weighted, formulation, precision = case
@@ -36,7 +38,8 @@ def value_and_gradient(case: list, mpi: bool) -> tuple[float, list]:
     run = value_and_grad(energy_function(dev, graph(wires, weighted), layers, formulation))
     params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
     value, grad = run(params)
-    return float(value), np.asarray(grad).tolist()
+    exchanges = ranks_of(dev).exchanges if mpi else None
+    return float(value), np.asarray(grad).tolist(), exchanges
 
 
 def main(argv: list[str]) -> int:
@@ -48,9 +51,9 @@ def main(argv: list[str]) -> int:
     for k, case in enumerate(cases):
         if fail_on == rank and k == 1:
             raise RuntimeError(f"rank {rank} fails on purpose")
-        value, grad = value_and_gradient(case, mpi=True)
+        value, grad, exchanges = value_and_gradient(case, mpi=True)
         if rank == 0:
-            print(json.dumps({"case": case, "value": value, "grad": grad}), flush=True)
+            print(json.dumps({"case": case, "value": value, "grad": grad, "exchanges": exchanges}), flush=True)
     return 0
 
 

@@ -275,8 +275,12 @@ class Ranks:
     def _adjoint(
         self, steps: Plan, phi: np.ndarray, lam: np.ndarray, local: int, traffic: engine.Traffic, grad: np.ndarray
     ) -> None:
-        """This rank's part of d⟨H⟩/dθ into ``grad``: the steps undone in reverse on φ and λ."""
-        for step in reversed(steps.steps):
+        """This rank's part of d⟨H⟩/dθ into ``grad``: the steps undone in reverse on φ and λ, down to the first
+        with parameters (the steps before it, e.g. the first Hadamard layer and its exchange, need no undoing)."""
+        first = next((i for i, step in enumerate(steps.steps) if step[0] != "exchange" and engine._has_parameters(step[1])), None)
+        if first is None:
+            return
+        for step in reversed(steps.steps[first:]):
             if step[0] == "exchange":
                 phi = self.exchange(phi, "psi")
                 lam = self.exchange(lam, "lambda")
