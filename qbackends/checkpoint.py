@@ -51,6 +51,7 @@ class RunIdentity:
         workers: the processes that shared it, for a workload that runs on several (None: one, always).
         defaults: settings left out of ``settings`` because they hold the value every run had before the
             setting existed (a checkpoint from then resumes), by name: that value.
+        ranks: the MPI ranks that shared its state (``--mpi``; None: one process).
     """
 
     settings: Mapping[str, Any]
@@ -59,6 +60,7 @@ class RunIdentity:
     words: Inputs
     workers: int | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    ranks: int | None = None
 
     def record(self) -> dict[str, Any]:
         """The ``"run"`` entry of a checkpoint."""
@@ -70,11 +72,15 @@ class RunIdentity:
         }
         if self.workers is not None:
             record["workers"] = self.workers
+        if self.ranks is not None:
+            record["ranks"] = self.ranks
         return record
 
     def fix(self) -> str:
         """What to resume with, or what to do instead."""
         names = ["the settings", self.words.noun, "--device"] + (["--workers"] if self.workers is not None else [])
+        if self.ranks is not None:
+            names.append("the number of MPI ranks (mpiexec -n R)")
         return f"resume with {', '.join(names[:-1])} and {names[-1]} it was made with, or pass {NEW_RUN}."
 
 
@@ -126,8 +132,15 @@ def check(path: Path, state: Mapping[str, Any], identity: RunIdentity) -> None:
         differences.append(f"it was made on another device ({recorded.get('device')!r} then, {identity.device!r} now)")
     if recorded.get("workers") != expected.get("workers"):
         differences.append(f"it had another number of workers ({recorded.get('workers')!r} then, {identity.workers!r} now)")
+    if recorded.get("ranks") != expected.get("ranks"):
+        then, now = (_ranks_words(r) for r in (recorded.get("ranks"), identity.ranks))
+        differences.append(f"it ran on another number of MPI ranks ({then} then, {now} now)")
     if differences:
         raise CheckpointError(f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.", identity.fix())
+
+
+def _ranks_words(ranks: Any) -> str:
+    return "one process" if ranks is None else f"{ranks!r} ranks"
 
 
 def unreadable(path: Path, why: object) -> CheckpointError:

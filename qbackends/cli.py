@@ -8,12 +8,13 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from . import capabilities, devicestring
 from .device import choose, facts_for
-from .errors import QBackendsError, UnsupportedOptionError, report, show_decisions
+from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report, show_decisions
 from .registry import get_registry
 
 
@@ -445,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             show_decisions()
         return int(args.func(args) or 0)
     except QBackendsError as exc:
-        return report(exc)
+        return _ended(args, partial(report, exc))
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         sys.stderr.close()
         return 0
@@ -453,14 +454,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("qbackends: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # never a traceback for users; QBACKENDS_DEBUG=1 shows it
-        if os.environ.get("QBACKENDS_DEBUG"):
-            traceback.print_exc()
-        print(
-            f"qbackends: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
-            "(set QBACKENDS_DEBUG=1 for the traceback)",
-            file=sys.stderr,
-        )
-        return 1
+        return _ended(args, partial(_internal_error, exc))
+
+
+def _internal_error(exc: Exception) -> int:
+    if os.environ.get("QBACKENDS_DEBUG"):
+        traceback.print_exc()
+    print(
+        f"qbackends: internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+        "(set QBACKENDS_DEBUG=1 for the traceback)",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _ended(args: argparse.Namespace, say: Callable[[], int]) -> int:
+    """The command's end after an error: ``say`` prints its one line and gives the exit code. Under ``--mpi``
+    every rank runs the command: an error before MPI started is every rank's alike (rank 0 says it); after,
+    the job is ended (``MPI_Abort``) so that no rank waits for ever on this one, rank 0 saying it when it
+    fails too (the others wait a moment for that)."""
+    if not getattr(args, "mpi", False):
+        return say()
+    from .fused.distributed import end_job, started
+
+    if started():
+        end_job(say)
+    from .launchers import current
+
+    launch = current()
+    return say() if launch is None or launch.rank == 0 else EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -437,6 +437,17 @@ def _check_request_on(backend: Backend, wires: Any, options: Mapping[str, Any]) 
             )
 
 
+def rank_share_wires(count: int, launch: Any = None) -> int:
+    """The wires whose whole state is as large as what this node's ranks of an MPI job hold of ``count`` wires
+    (each rank 2^count / world amplitudes, ``local_world`` ranks on this node): what the memory guard sizes
+    against this node's memory. ``launch``: ``launchers.current()`` unless given."""
+    from .launchers import current
+
+    launch = launch if launch is not None else current()
+    world, local = (launch.world, launch.local_world) if launch is not None else (probe.mpi_world_size(), 1)
+    return max(count - (world.bit_length() - 1) + (local - 1).bit_length(), 0)
+
+
 def _capturing() -> bool:
     """Whether PennyLane's program capture is on (the per-circuit auto device runs tapes, not captured programs)."""
     import pennylane as qml
@@ -494,7 +505,7 @@ def get_device(
         )
     guarded = count
     if options.get("mpi") and count is not None:  # each process holds 1/size of the state
-        guarded = max(count - (probe.mpi_world_size().bit_length() - 1), 0)
+        guarded = rank_share_wires(count)
     facts = facts_for(registry)
     chain = candidates(spec, fallback, count, registry, facts)
     fit, refusals = screen(chain, guarded, precision, diff_method, ignore_memory, facts, every=True)

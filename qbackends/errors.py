@@ -86,6 +86,10 @@ class MPIUnavailableError(QBackendsError, RuntimeError):
     """MPI asked for where there is none: mpi4py not installed, or no MPI library it can load."""
 
 
+class RankCountError(QBackendsError, ValueError):
+    """MPI ranks that cannot share the state: not a power of two, or too many for the wires."""
+
+
 class EnvironmentSettingError(QBackendsError, ValueError):
     """An environment variable set to a value that cannot work, e.g. ``NUMBA_NUM_THREADS=0``."""
 

@@ -124,14 +124,22 @@ class FusedQubit(SimulatorDevice):
         seed: seed of the sampler's random numbers.
         c_dtype: ``numpy.complex128`` (default) or ``numpy.complex64``: half the memory and the bytes
             per pass; sums (expectations, gradients) are taken in float64 either way.
+        mpi: split the state over the ranks of an MPI job (``mpiexec -n R``, R a power of two; see ``distributed``).
     """
 
     name = "qbackends.fused.qubit"
     config_filepath = Path(__file__).with_name("fused_qubit.toml")
 
-    def __init__(self, wires: Any = None, shots: Any = None, seed: Any = None, c_dtype: Any = np.complex128) -> None:
+    def __init__(
+        self, wires: Any = None, shots: Any = None, seed: Any = None, c_dtype: Any = np.complex128, mpi: bool = False
+    ) -> None:
         super().__init__(wires=wires, shots=shots)
         self._dtype = _state_dtype(c_dtype)
+        self._mpi = None
+        if mpi:
+            from .distributed import Ranks
+
+            self._mpi = Ranks(self.wires, self._dtype)
         self._rng = np.random.default_rng(seed)
         self._kernels_marked = False
         self._precision = "c64" if self._dtype == np.complex64 else "c128"
@@ -212,6 +220,8 @@ class FusedQubit(SimulatorDevice):
 
     def _simulate(self, tape: Any, traffic: engine.Traffic, gradient: bool = False) -> tuple[Any, Any]:
         wires = self.wires if self.wires is not None else tape.wires
+        if self._mpi is not None:
+            return self._mpi.simulate(tape, wires, gradient, traffic)
         n = len(wires)
         index = {w: i for i, w in enumerate(wires)}
         segments, nparams = compile_operations(tape.operations, index, n)

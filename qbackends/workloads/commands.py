@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint of this same run")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG of the cost trace")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--mpi", action="store_true", help="split the state over the ranks of mpiexec -n R (R a power of two) on fused.qubit"
+    )
     p.set_defaults(func=cmd_run_qaoa)
 
     p = run.add_parser("qnn", help="train the dressed QNN on Sonar (or --data CSV), on one or more workers")
@@ -266,8 +269,21 @@ def cmd_run_qaoa(args: argparse.Namespace) -> int:
     names = {f.name for f in fields(qaoa.Config)}
     config = qaoa.Config(**{k: v for k, v in vars(args).items() if k in names})
     config.validate()  # before anything is made
+    if args.mpi:
+        _quiet_unless_rank_zero()
+        _check_ranks(config)
     with _run_folders(args.results_dir, _checkpoint_dir(args)):
         return _run_qaoa(args, config)
+
+
+def _check_ranks(config: Any) -> None:
+    """``--mpi``: the ranks this launcher started can share the state (before MPI starts or anything is allocated)."""
+    from ..fused.distributed import local_bits
+    from ..launchers import current
+
+    launch = current()
+    if config.graph_file is None:  # a graph file's wires are checked when the device is built
+        local_bits(config.nodes, launch.world if launch is not None else 1)
 
 
 def _run_qaoa(args: argparse.Namespace, config: Any) -> int:
@@ -277,16 +293,18 @@ def _run_qaoa(args: argparse.Namespace, config: Any) -> int:
 
     results_dir = Path(args.results_dir)
     checkpoint_dir = Path(_checkpoint_dir(args))
-    bar = tqdm(total=config.iterations, desc="qaoa", unit="it", disable=args.quiet)
+    bar = tqdm(total=config.iterations, desc="qaoa", unit="it", disable=args.quiet or not _is_rank_zero())
 
     def show(iteration: int, cost: float) -> None:
         bar.n = iteration
         bar.set_postfix(cost=f"{cost:.5f}")
 
     try:
-        result = qaoa.run(config, args.device, checkpoint_dir=checkpoint_dir, resume=args.resume, on_iteration=show)
+        result = qaoa.run(config, args.device, checkpoint_dir=checkpoint_dir, resume=args.resume, on_iteration=show, mpi=args.mpi)
     finally:
         bar.close()
+    if not _is_rank_zero():
+        return 0
     from ..storage import atomic_write_json
 
     out = atomic_write_json(results_dir / "qaoa-results.json", result)

@@ -33,13 +33,13 @@ class Progress:
     optimizer: OptimizerState
 
 
-def identity(config: Config, graph: Graph, device: str) -> RunIdentity:
-    """This run: its settings (not the iteration budget), the graph itself (a file's contents, not its name)
-    and the device."""
+def identity(config: Config, graph: Graph, device: str, ranks: int | None = None) -> RunIdentity:
+    """This run: its settings (not the iteration budget), the graph itself (a file's contents, not its name),
+    the device and, under ``--mpi``, the ranks that share the state."""
     settings = {k: v for k, v in asdict(config).items() if k not in GROWABLE}
     defaults = {"precision": settings.pop("precision")} if config.precision == "c128" else {}  # as before c64 existed
     edges = json.dumps([graph.nodes, [list(e) for e in graph.edges]])
-    return RunIdentity(settings, run_checkpoint.digest(edges.encode()), device, GRAPH, defaults=defaults)
+    return RunIdentity(settings, run_checkpoint.digest(edges.encode()), device, GRAPH, defaults=defaults, ranks=ranks)
 
 
 def save(path: Path, config: Config, run: RunIdentity, progress: Progress) -> None:

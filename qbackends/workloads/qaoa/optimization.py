@@ -11,14 +11,15 @@ import numpy as np
 
 from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
-from ...policy import qaoa_device as workload_device  # the device this QAOA run uses
 from . import checkpoint as checkpoints
 from .ansatz import energy_function
 from .checkpoint import Progress
 from .config import Config
 from .graph import Graph, random_graph, read_edge_list
 from .optimizer import OptimizerState, optimizer_step
-from .results import results
+from .results import TIES, most_probable_index, results
+
+MPI_DEVICE = "local:qbackends/fused.qubit"  # the one device here that splits its state over MPI ranks
 
 
 def load_graph(config: Config) -> Graph:
@@ -36,6 +37,7 @@ def run(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     on_iteration: Callable[[int, float], None] | None = None,
+    mpi: bool = False,
 ) -> dict[str, Any]:
     """Optimise the QAOA angles; return the results record.
 
@@ -45,6 +47,8 @@ def run(
         checkpoint_dir: where a checkpoint is written after every iteration.
         resume: continue from the checkpoint there (it must be of the same run; under ``auto``, on its device).
         on_iteration: called with (iteration, cost) after each iteration.
+        mpi: split the state over the ranks of this MPI job (fused.qubit's ``mpi=True``); rank 0 alone writes
+            checkpoints and calls ``on_iteration``; every rank returns the results.
     """
     import pennylane as qml
     from pennylane import numpy as pnp
@@ -52,15 +56,18 @@ def run(
     config.validate()
     graph = load_graph(config)
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
-    state = checkpoints.read(checkpoint) if resume and checkpoint is not None and checkpoint.exists() else None
+    state = _saved_state(checkpoint, resume, mpi)
     dev = workload_device(
-        device, graph.nodes, config.diff_method, config.layers, config.iterations, recorded_device(state), config.precision
+        device, graph.nodes, config.diff_method, config.layers, config.iterations, recorded_device(state), config.precision, mpi
     )
+    shared = _ranks(dev) if mpi else None
+    ranks = shared.size if shared is not None else None
+    writes = shared is None or shared.rank == 0
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
     start_params = pnp.array(initial_params(config), requires_grad=True)
     device_name = backend_name(dev, energy.qnode, start_params, config.diff_method)
-    identity = checkpoints.identity(config, graph, device_name)
+    identity = checkpoints.identity(config, graph, device_name, ranks)
     if state is not None and checkpoint is not None:
         progress = checkpoints.progress(checkpoint, state, config, identity)
     else:
@@ -73,9 +80,9 @@ def run(
         progress.seconds.append(time.perf_counter() - start)
         progress.costs.append(float(value))
         progress.params, progress.iteration = params.tolist(), iteration
-        if checkpoint is not None:
+        if checkpoint is not None and writes:
             checkpoints.save(checkpoint, config, identity, progress)
-        if on_iteration is not None:
+        if on_iteration is not None and writes:
             on_iteration(iteration, float(value))
 
     @qml.qnode(dev)
@@ -89,8 +96,50 @@ def run(
             f"The optimisation diverged: energy {final_energy}, parameters {np.asarray(params).tolist()}.",
             "lower --stepsize, or use --optimizer adam.",
         )
-    probs = np.asarray(probabilities(params))
-    return results(config, graph, device_name, progress, final_energy=final_energy, probs=probs)
+    if shared is not None:  # the final energy's state, read where it lies (all probabilities would not fit one rank)
+        best = shared.most_probable(TIES)
+    else:
+        best = most_probable_index(np.asarray(probabilities(params)))
+    return results(config, graph, device_name, progress, final_energy=final_energy, most_probable=best)
+
+
+def _saved_state(checkpoint: Path | None, resume: bool, mpi: bool) -> dict[str, Any] | None:
+    """The checkpoint to resume from, if any; under ``mpi``, rank 0's, sent to every rank (their folders may differ)."""
+    if not mpi:
+        return checkpoints.read(checkpoint) if resume and checkpoint is not None and checkpoint.exists() else None
+    from ...fused.distributed import world
+
+    comm = world()
+    state = None
+    if comm.Get_rank() == 0 and resume and checkpoint is not None and checkpoint.exists():
+        state = checkpoints.read(checkpoint)  # a refusal here ends every rank (the command aborts the job)
+    return comm.bcast(state, root=0)
+
+
+def _ranks(dev: Any) -> Any:
+    from ...fused.distributed import ranks_of
+
+    return ranks_of(dev)
+
+
+def workload_device(
+    spec: str | None,
+    wires: int,
+    diff_method: str,
+    layers: int = 2,
+    iterations: int = 1000,
+    resumed_on: str | None = None,
+    precision: str = "c128",
+    mpi: bool = False,
+) -> Any:
+    """The device this QAOA run uses: ``policy.qaoa_device``; with ``mpi``, fused.qubit split over the MPI ranks
+    (unless ``spec`` names another device, which then refuses mpi=True by name)."""
+    from ...device import get_device
+    from ...policy import qaoa_device
+
+    if mpi:
+        return get_device(spec or MPI_DEVICE, wires=wires, diff_method=diff_method, precision=precision, mpi=True)
+    return qaoa_device(spec, wires, diff_method, layers, iterations, resumed_on=resumed_on, precision=precision)
 
 
 def backend_name(dev: Any, qnode: Any, params: Any, diff_method: str) -> str:

@@ -16,11 +16,22 @@ from .graph import Graph, cut, cut_values
 EXACT_MAX_CUT_NODES = 24  # the exact maximum cut is found over all 2^n bitstrings up to here
 
 
+TIES = 1e-12  # probabilities this close (relative) are one: the order of summation alone tells them apart
+
+
+def most_probable_index(probs: np.ndarray) -> tuple[int, float]:
+    """(index, probability) of the most probable bitstring: the lowest index among those within ``TIES`` of the
+    largest probability, so that runs that sum in another order (one process, MPI ranks) agree."""
+    index = int(np.flatnonzero(probs >= probs.max() * (1 - TIES))[0])
+    return index, float(probs[index])
+
+
 def results(
-    config: Config, graph: Graph, device_name: str, progress: Progress, *, final_energy: float, probs: np.ndarray
+    config: Config, graph: Graph, device_name: str, progress: Progress, *, final_energy: float, most_probable: tuple[int, float]
 ) -> dict[str, Any]:
-    """The results record a run returns (and ``qbackends run qaoa`` writes as JSON); ``probs``: every bitstring's."""
-    best = int(np.argmax(probs))
+    """The results record a run returns (and ``qbackends run qaoa`` writes as JSON); ``most_probable``: the most
+    probable bitstring's index and probability."""
+    best, probability = most_probable
     bits = format(best, f"0{graph.nodes}b")
     result: dict[str, Any] = {
         "config": asdict(config),
@@ -31,7 +42,7 @@ def results(
         "expected_cut": -final_energy,
         "params": progress.params,
         "most_probable_bitstring": bits,
-        "most_probable_probability": float(probs[best]),
+        "most_probable_probability": float(probability),
         "most_probable_cut": cut(graph, bits),
         "seconds_per_iteration": float(np.median(progress.seconds)) if progress.seconds else None,
         "seconds": progress.seconds,

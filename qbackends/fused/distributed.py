@@ -1,0 +1,366 @@
+"""fused.qubit over MPI ranks (``mpi=True``): each of R ranks holds 2^n / R amplitudes of the state.
+
+Layout: the state index's top m = log2 R bits are the rank, the other L = n - m bits the local index.
+``exchange`` (one ``Alltoall``) swaps the m global bits with the m top local bits; the layout records
+whether they are swapped, and nothing swaps them back. So:
+
+- a diagonal block or observable needs no communication: each term's rank bits are a sign on this rank,
+  its local bits a mask of the local state, and the single-process kernels run on the local part;
+- a product layer applies its gates on local bits, then, if any gate is on a global bit, exchanges once
+  and applies the rest (now local): one all-to-all per layer that touches the global bits;
+- the energy is a local sum and one float64 all-reduce; the adjoint pass undoes the same steps in
+  reverse (exchanging φ and λ where the forward pass exchanged ψ) and all-reduces the moments once.
+
+Supported: the circuits of the QAOA workload and ``qml.qaoa`` (product layers of single-qubit gates,
+diagonal blocks) with one expectation of a sum of Z products, values and adjoint gradients.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitError, UnsupportedOptionError
+from . import engine
+from . import kernels as K
+from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
+
+MIN_LOCAL_BITS = 10  # 2^10 amplitudes per rank at least: fewer and the exchanges are all there is
+RUNS = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | {"CommutingRotations"}
+INSTALL = "pip install 'qbackends[mpi]' and start the ranks with mpiexec -n R"
+
+
+def world() -> Any:
+    """MPI's world communicator (MPI initialised here if it is not yet).
+
+    Raises:
+        MPIUnavailableError: mpi4py is not installed or loads no MPI library.
+    """
+    try:
+        import mpi4py
+
+        mpi4py.rc.initialize = True
+        from mpi4py import MPI
+
+        if not MPI.Is_initialized():
+            MPI.Init()
+    except (ImportError, RuntimeError) as exc:
+        raise MPIUnavailableError(f"mpi=True: no MPI here ({exc}).", f"{INSTALL}.") from None
+    _abort_on_uncaught(MPI.COMM_WORLD)
+    return MPI.COMM_WORLD
+
+
+def local_bits(nwires: int, ranks: int) -> int:
+    """Bits of the local index on each of ``ranks`` ranks, checked before anything is allocated.
+
+    Raises:
+        RankCountError: ranks not a power of two, or so many that a rank's share falls below 2^MIN_LOCAL_BITS.
+    """
+    if ranks < 1 or ranks & (ranks - 1):
+        below, above = 1 << (ranks.bit_length() - 1), 1 << ranks.bit_length()
+        raise RankCountError(
+            f"mpi=True on {ranks} ranks: fused.qubit splits the state over a power of two of ranks.",
+            f"start {below} or {above} ranks (mpiexec -n {below}).",
+        )
+    m = ranks.bit_length() - 1
+    if nwires - m < max(MIN_LOCAL_BITS, m):
+        most = 1 << max(0, min(nwires - MIN_LOCAL_BITS, nwires // 2))
+        raise RankCountError(
+            f"mpi=True: {ranks} ranks are too many for {nwires} wires (each rank would hold 2^{nwires - m} amplitudes; "
+            f"at least 2^{max(MIN_LOCAL_BITS, m)} are needed).",
+            f"start at most {most} ranks for {nwires} wires, or run more wires.",
+        )
+    return nwires - m
+
+
+@dataclass
+class Layout:
+    """Where the state index's bits are: bit b < L local, else rank bit b - L; ``swapped``: the global
+    bits and the top m local bits are exchanged."""
+
+    nwires: int
+    local: int  # L
+    rank: int
+    swapped: bool = False
+
+    @property
+    def m(self) -> int:
+        return self.nwires - self.local
+
+    def position(self, bit: int) -> int:
+        """Where logical bit ``bit`` of the state index is now (>= L: a rank bit)."""
+        if self.swapped and self.local - self.m <= bit < self.local:
+            return bit + self.m
+        if self.swapped and bit >= self.local:
+            return bit - self.m
+        return bit
+
+    def split(self, mask: int) -> tuple[int, int]:
+        """(local mask, sign on this rank) of the Z product over ``mask``'s bits."""
+        physical = sum(1 << self.position(b) for b in range(self.nwires) if mask >> b & 1)
+        sign = -1 if bin((physical >> self.local) & self.rank).count("1") % 2 else 1
+        return physical & ((1 << self.local) - 1), sign
+
+    def global_indices(self, local_indices: np.ndarray) -> np.ndarray:
+        """The logical state indices of amplitudes ``local_indices`` on this rank."""
+        physical = np.int64(self.rank << self.local) | local_indices.astype(np.int64)
+        out = np.zeros_like(physical)
+        for b in range(self.nwires):
+            out |= ((physical >> self.position(b)) & 1) << b
+        return out
+
+
+@dataclass
+class Plan:
+    """The steps of a circuit on this rank: ("block", local DiagonalBlock), ("layer", local ProductLayer), ("exchange",)."""
+
+    steps: list[tuple] = field(default_factory=list)
+    exchanges: int = 0
+
+
+def plan(segments: list[Segment], layout: Layout) -> Plan:
+    """The local steps of ``segments``; ``layout`` is left as the last step leaves it."""
+    out = Plan()
+    for seg in segments:
+        if isinstance(seg, DiagonalBlock):
+            out.steps.append(("block", _local_block(seg, layout)))
+            continue
+        assert isinstance(seg, ProductLayer)  # refuse() let nothing else through
+        now, later = ProductLayer(), ProductLayer()
+        for w, gate in seg.gates.items():
+            p = layout.position(layout.nwires - 1 - w)
+            (now if p < layout.local else later).gates[w] = gate
+        if now.gates:
+            out.steps.append(("layer", _local_layer(now, layout)))
+        if later.gates:
+            layout.swapped = not layout.swapped
+            out.steps.append(("exchange",))
+            out.exchanges += 1
+            out.steps.append(("layer", _local_layer(later, layout)))
+    return out
+
+
+def _local_block(block: DiagonalBlock, layout: Layout) -> DiagonalBlock:
+    local = DiagonalBlock(params=list(block.params))
+    for mask, coef, alpha in zip(block.masks, block.coefs, block.alphas, strict=True):
+        lmask, sign = layout.split(mask)
+        local.masks.append(lmask)
+        local.coefs.append(sign * coef)
+        local.alphas.append(sign * alpha)
+    return local
+
+
+def _local_layer(layer: ProductLayer, layout: Layout) -> ProductLayer:
+    """The layer on local wires: wire w (logical bit n-1-w) at local wire L-1-position."""
+    out = ProductLayer()
+    for w, gate in layer.gates.items():
+        out.gates[layout.local - 1 - layout.position(layout.nwires - 1 - w)] = gate
+    return out
+
+
+def refuse(tape: Any) -> None:
+    """Refuse, by name, what the distributed state does not run.
+
+    Raises:
+        UnsupportedCircuitError: finite shots, an operation other than single-qubit gates and diagonal gates, or
+            measurements other than one expectation of a sum of Z products.
+    """
+    fix = "run it without mpi=True (one process), or change the circuit to single-qubit and diagonal gates."
+    if tape.shots:
+        raise UnsupportedCircuitError("fused.qubit with mpi=True gives analytic results only; shots were given.", fix)
+    for op in tape.operations:
+        if op.name not in RUNS:
+            raise UnsupportedCircuitError(
+                f"fused.qubit with mpi=True cannot run the operation {op.name!r}; it runs single-qubit gates and "
+                f"diagonal gates ({', '.join(sorted(RUNS - {'CommutingRotations'}))}).",
+                fix,
+            )
+    from pennylane.measurements import ExpectationMP
+
+    ms = tape.measurements
+    if len(ms) != 1 or type(ms[0]) is not ExpectationMP or z_terms(ms[0].obs) is None:
+        named = ", ".join(repr(m) for m in ms)
+        raise UnsupportedCircuitError(
+            f"fused.qubit with mpi=True measures one expectation of a sum of Z products; this circuit measures {named}.",
+            "measure qml.expval of a Z-sum Hamiltonian (a QAOA cost), or run without mpi=True.",
+        )
+
+
+class Ranks:
+    """The distributed state of a fused.qubit device: this rank's share, the exchanges, the reductions."""
+
+    def __init__(self, wires: Any, dtype: np.dtype, comm: Any = None) -> None:
+        self.comm = comm if comm is not None else world()
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.dtype = dtype
+        if wires is not None:
+            local_bits(len(wires), self.size)  # a mismatch is refused before anything is allocated
+        from mpi4py import MPI
+
+        self._mpi_type = MPI.C_FLOAT_COMPLEX if dtype == np.complex64 else MPI.C_DOUBLE_COMPLEX
+        self._sum = MPI.SUM
+        self._buffers: dict[str, np.ndarray] = {}
+        self._cache = engine.DiagonalCache(real=np.float32 if dtype == np.complex64 else np.float64)
+        self.last: tuple[np.ndarray, Layout] | None = None  # the last final state and its layout
+        self.exchanges = 0  # all-to-alls of a state so far (each sends (R-1)/R of this rank's share)
+
+    def _buffer(self, name: str, size: int) -> np.ndarray:
+        buf = self._buffers.get(name)
+        if buf is None or buf.size != size:
+            buf = self._buffers[name] = np.empty(size, dtype=self.dtype)
+        return buf
+
+    def exchange(self, state: np.ndarray, name: str) -> np.ndarray:
+        """The state with the global and top local bits swapped (into the spare buffer; ``state`` becomes the spare)."""
+        spare = self._buffer("spare", state.size)
+        self.comm.Alltoall([state, self._mpi_type], [spare, self._mpi_type])
+        self._buffers["spare"], self._buffers[name] = state, spare
+        self.exchanges += 1
+        return spare
+
+    def allreduce(self, values: np.ndarray) -> np.ndarray:
+        out = np.empty_like(values, dtype=np.float64)
+        self.comm.Allreduce(np.ascontiguousarray(values, dtype=np.float64), out, op=self._sum)
+        return out
+
+    def simulate(self, tape: Any, wires: Any, gradient: bool, traffic: engine.Traffic) -> tuple[Any, Any]:
+        """(value, Jacobian or None) of a tape the device has preprocessed, as ``FusedQubit._simulate`` returns them."""
+        from .device import _format_jacobian, _masks_and_coefficients, _refuse_untracked_gradients
+
+        refuse(tape)
+        n = len(wires)
+        layout = Layout(n, local_bits(n, self.size), self.rank)
+        index = {w: i for i, w in enumerate(wires)}
+        segments, nparams = compile_operations(tape.operations, index, n)
+        if gradient:
+            _refuse_untracked_gradients(tape, segments, nparams)
+        steps = plan(segments, layout)
+        psi = self._buffer("psi", 1 << layout.local)
+        psi[:] = 0
+        if self.rank == 0:
+            psi[0] = 1.0
+        for step in steps.steps:
+            if step[0] == "exchange":
+                psi = self.exchange(psi, "psi")
+            else:
+                engine.apply(step[1], psi, layout.local, self._cache, traffic)
+        terms = z_terms(tape.measurements[0].obs)
+        assert terms is not None
+        masks, coefs = _masks_and_coefficients(terms, index, n)
+        local = [layout.split(int(mask)) for mask in masks]
+        lmasks = np.array([lm for lm, _ in local], dtype=np.int64)
+        lcoefs = np.array([s * c for (_, s), c in zip(local, coefs, strict=True)])
+        diagonal = self._cache.get(layout.local, lmasks, lcoefs)
+        adjoint = gradient and bool(tape.trainable_params)
+        if not adjoint:
+            self.last = (psi, layout)
+            value = self.allreduce(np.array([K.expval(psi, diagonal)]))[0]
+            return np.array(value), (_format_jacobian(np.zeros((1, 0))) if gradient else None)
+        self.last = None  # the adjoint pass overwrites ψ (φ = ψ): three states in all, and the spare
+        lam = self._buffer("lambda", psi.size)
+        phi = psi
+        moment = K.expval_and_lambda(phi, diagonal, lam)
+        grad = np.zeros(nparams + 1)
+        grad[nparams] = moment
+        self._adjoint(steps, phi, lam, layout.local, traffic, grad[:nparams])
+        grad = self.allreduce(grad)
+        value, grad = grad[nparams], grad[:nparams]
+        return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)]]))
+
+    def _adjoint(
+        self, steps: Plan, phi: np.ndarray, lam: np.ndarray, local: int, traffic: engine.Traffic, grad: np.ndarray
+    ) -> None:
+        """This rank's part of d⟨H⟩/dθ into ``grad``: the steps undone in reverse on φ and λ, down to the first
+        with parameters (the steps before it, e.g. the first Hadamard layer and its exchange, need no undoing)."""
+        first = next((i for i, step in enumerate(steps.steps) if step[0] != "exchange" and engine._has_parameters(step[1])), None)
+        if first is None:
+            return
+        for step in reversed(steps.steps[first:]):
+            if step[0] == "exchange":
+                phi = self.exchange(phi, "psi")
+                lam = self.exchange(lam, "lambda")
+            elif step[0] == "layer":
+                engine._layer_adjoint(step[1], phi, lam, local, traffic, grad, True)
+            else:
+                engine._diagonal_adjoint(step[1], phi, lam, local, self._cache, traffic, grad, True)
+
+    def most_probable(self, ties: float = 0.0) -> tuple[int, float]:
+        """(state index, probability) of the most probable basis state of the last final state, over all ranks:
+        the lowest index among those within ``ties`` (relative) of the largest probability."""
+        if self.last is None:
+            raise UnsupportedCircuitError(
+                "most_probable reads the final state of the last circuit run without a gradient; there is none.",
+                "run the circuit once with constant parameters (requires_grad=False) first.",
+            )
+        psi, layout = self.last
+        p = np.abs(psi.astype(np.complex128, copy=False)) ** 2
+        from mpi4py import MPI
+
+        largest = self.comm.allreduce(float(p.max()), op=MPI.MAX)
+        near = np.flatnonzero(p >= largest * (1 - ties))
+        mine = (int(layout.global_indices(near).min()), float(p[near].max())) if near.size else (1 << layout.nwires, 0.0)
+        index = self.comm.allreduce(mine[0], op=MPI.MIN)
+        return index, self.comm.allreduce(mine[1] if mine[0] == index else 0.0, op=MPI.MAX)
+
+
+def ranks_of(device: Any) -> Ranks:
+    """The ranks that share ``device``'s state: a fused.qubit device built with mpi=True.
+
+    Raises:
+        UnsupportedOptionError: any other device.
+    """
+    ranks = getattr(device, "_mpi", None)
+    if not isinstance(ranks, Ranks):
+        raise UnsupportedOptionError(
+            f"--mpi splits the state of local:qbackends/fused.qubit over MPI ranks; {device.name} was built instead.",
+            "pass --device local:qbackends/fused.qubit (or leave --device out) with --mpi.",
+        )
+    return ranks
+
+
+def most_probable(device: Any) -> tuple[int, float]:
+    """(index, probability) of the most probable bitstring of ``device``'s last final state (mpi=True devices)."""
+    return ranks_of(device).most_probable()
+
+
+RANK_ZERO_GRACE = 2.0  # seconds another failing rank leaves rank 0 to say an error they all share
+
+
+def started() -> bool:
+    """Whether this process is in an MPI job of several ranks that has started MPI."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1
+
+
+def end_job(say: Callable[[], int]) -> None:
+    """End every rank of the job after this one failed: ``say`` prints its one line and gives the exit code, then
+    ``MPI_Abort`` (no rank waits for ever in a collective on this one). A rank other than 0 first leaves rank 0 a
+    moment to say the same error (one that every rank meets alike is then said once)."""
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        time.sleep(RANK_ZERO_GRACE)
+    code = say()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(code or 1)
+
+
+def _abort_on_uncaught(comm: Any) -> None:
+    """A script's uncaught exception on one rank ends the job: its traceback, then Abort."""
+    if comm.Get_size() == 1 or getattr(sys.excepthook, "qbackends_aborts", False):
+        return
+    previous = sys.excepthook
+
+    def hook(kind: Any, value: Any, tb: Any) -> None:
+        previous(kind, value, tb)
+        sys.stderr.flush()
+        comm.Abort(1)
+
+    hook.qbackends_aborts = True  # type: ignore[attr-defined]
+    sys.excepthook = hook

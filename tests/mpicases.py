@@ -1,0 +1,61 @@
+"""QAOA energies and adjoint gradients on fused.qubit, for the distributed tests: ``mpiexec -n R python
+tests/mpicases.py CASES.json`` runs each case with mpi=True and rank 0 prints one JSON line per case;
+the tests import ``value_and_gradient`` to run the same cases in one process.
+
+A case is [wires, layers, weighted, formulation, precision]; ``--raise-on 1`` makes rank 1 fail mid-run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+
+def graph(wires: int, weighted: bool):
+    from qbackends.workloads.qaoa import Graph, random_graph
+
+    g = random_graph(wires, int(1.5 * wires), 7)
+    if not weighted:
+        return g
+    rng = np.random.default_rng(3)
+    return Graph(g.nodes, tuple((u, v, float(rng.uniform(0.5, 2.0))) for u, v, _ in g.edges))
+
+
+def value_and_gradient(case: list, mpi: bool) -> tuple[float, list, int | None]:
+    """Energy and gradient of ``case`` at fixed angles, and (mpi) the all-to-alls of a state it took."""
+    from autograd import value_and_grad
+    from pennylane import numpy as pnp
+
+    from qbackends.device import get_device
+    from qbackends.fused.distributed import ranks_of
+    from qbackends.workloads.qaoa import energy_function
+
+    wires, layers, weighted, formulation, precision = case
+    options = {"mpi": True} if mpi else {}
+    dev = get_device("local:qbackends/fused.qubit", wires=wires, precision=precision, **options)
+    run = value_and_grad(energy_function(dev, graph(wires, weighted), layers, formulation))
+    params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
+    value, grad = run(params)
+    exchanges = ranks_of(dev).exchanges if mpi else None
+    return float(value), np.asarray(grad).tolist(), exchanges
+
+
+def main(argv: list[str]) -> int:
+    from mpi4py import MPI
+
+    cases = json.loads(open(argv[0]).read())
+    fail_on = int(argv[argv.index("--raise-on") + 1]) if "--raise-on" in argv else None
+    rank = MPI.COMM_WORLD.Get_rank()
+    for k, case in enumerate(cases):
+        if fail_on == rank and k == 1:
+            raise RuntimeError(f"rank {rank} fails on purpose")
+        value, grad, exchanges = value_and_gradient(case, mpi=True)
+        if rank == 0:
+            print(json.dumps({"case": case, "value": value, "grad": grad, "exchanges": exchanges}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

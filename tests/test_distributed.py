@@ -1,0 +1,220 @@
+"""fused.qubit with mpi=True: the layout in one process, then real ranks under the [mpi] extra's own mpiexec (MPICH's
+Hydra, on loopback): energies and gradients equal the one-process run, ``qbackends run qaoa --mpi`` gives its
+costs and resumes, and a rank that dies, fails or cannot share the state ends the job at once."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpicases import value_and_gradient
+
+from qbackends import checkpoint
+from qbackends.errors import CheckpointError, RankCountError
+from qbackends.fused.distributed import Layout, local_bits, plan
+from qbackends.fused.program import DiagonalBlock, ProductLayer
+
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+needs_mpi = pytest.mark.skipif(
+    not MPIEXEC.exists() or importlib.util.find_spec("mpi4py") is None,
+    reason=f"no mpiexec next to {sys.executable} or no mpi4py: pip install 'qbackends[mpi]'",
+)
+CASES = Path(__file__).with_name("mpicases.py")
+QAOA = [sys.executable, "-m", "qbackends.cli", "run", "qaoa", "--nodes", "14", "--edges", "21", "--no-plot", "--quiet"]
+
+
+# ---- the layout, in one process ---------------------------------------------------------------
+
+
+def test_a_z_product_splits_into_a_local_mask_and_this_ranks_sign():
+    layout = Layout(nwires=12, local=10, rank=2)  # rank bits: index bit 10 (0) and bit 11 (1)
+    assert layout.split(0b1 << 11 | 0b101) == (0b101, -1)
+    assert layout.split(0b1 << 10 | 0b1) == (0b1, 1)
+    layout.swapped = True  # index bits 10, 11 now local bits 8, 9; index bits 8, 9 the rank bits
+    assert layout.split(0b1 << 11) == (0b1 << 9, 1)
+    assert layout.split(0b1 << 9) == (0, -1)
+    assert layout.global_indices(np.array([0, 1 << 9])).tolist() == [1 << 9, (1 << 9) | (1 << 11)]
+
+
+def test_a_layer_on_every_wire_takes_one_exchange_and_the_layout_stays_swapped():
+    layout = Layout(nwires=12, local=10, rank=1)
+    x = np.array([[0, 1], [1, 0]], dtype=complex)
+    layer = ProductLayer({w: (x, -1, 0, 0.0) for w in range(12)})
+    first = plan([layer, DiagonalBlock([1 << 11], [0.5], [0], [1.0]), layer], layout)
+    kinds = [step[0] for step in first.steps]
+    assert kinds == ["layer", "exchange", "layer", "block", "layer", "exchange", "layer"] and first.exchanges == 2
+    assert sorted(first.steps[0][1].gates) == list(range(10))  # wires 2..11: local wires 0..9
+    assert first.steps[3][1].masks == [1 << 9]  # index bit 11 is local bit 9 after the exchange
+    assert layout.swapped is False  # two exchanges: back where it started
+
+
+def test_ranks_that_cannot_share_the_state_are_refused_by_name():
+    assert local_bits(12, 4) == 10
+    with pytest.raises(RankCountError, match=r"on 3 ranks.*power of two.*Fix: start 2 or 4 ranks"):
+        local_bits(14, 3)
+    with pytest.raises(RankCountError, match=r"4 ranks are too many for 11 wires.*at most 2 ranks"):
+        local_bits(11, 4)
+
+
+def test_the_memory_guard_sizes_the_ranks_on_this_node():
+    from qbackends.device import rank_share_wires
+    from qbackends.launchers import Launch
+
+    on_one_node = Launch("mpiexec (MPICH)", 0, 4, 0, 4, "127.0.0.1", 29500)
+    one_per_node = Launch("srun", 0, 4, 0, 1, "n1", 29500)
+    assert rank_share_wires(30, on_one_node) == 30  # four quarters in one node's memory
+    assert rank_share_wires(30, one_per_node) == 28  # a quarter of the state per node
+
+
+def test_a_checkpoint_resumes_only_on_as_many_ranks(tmp_path):
+    words = checkpoint.Inputs("graph", "the graph differs")
+    made = checkpoint.RunIdentity({"layers": 2}, "g", "qbackends.fused.qubit", words, ranks=4)
+    state = {"config": {"layers": 2}, "run": made.record()}
+    checkpoint.check(tmp_path, state, made)
+    for now, then_now in ((2, "4 ranks then, 2 ranks now"), (None, "4 ranks then, one process now")):
+        with pytest.raises(CheckpointError, match=f"another number of MPI ranks \\({then_now}\\)"):
+            checkpoint.check(
+                tmp_path, state, checkpoint.RunIdentity({"layers": 2}, "g", "qbackends.fused.qubit", words, ranks=now)
+            )
+
+
+# ---- real ranks ---------------------------------------------------------------------------------
+
+
+def _ranks(n: int, cases: list, tmp_path: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    spec = tmp_path / "cases.json"
+    spec.write_text(json.dumps(cases))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [str(MPIEXEC), "-n", str(n), sys.executable, str(CASES), str(spec), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def _same_as_one_process(ranks: int, cases: list, tmp_path: Path) -> None:
+    run = _ranks(ranks, cases, tmp_path)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [line["case"] for line in lines] == cases
+    for line in lines:
+        value, grad, _ = value_and_gradient(line["case"], mpi=False)
+        assert line["exchanges"] == 3 * line["case"][1] + 1  # p + 1 forward (Hadamards, mixers), 2p back (φ and λ)
+        tol = 1e-12 if line["case"][4] == "c128" else 1e-5
+        assert abs(line["value"] - value) <= tol * max(1.0, abs(value)), line["case"]
+        assert np.max(np.abs(np.array(line["grad"]) - grad)) <= tol * max(1.0, np.max(np.abs(grad))), line["case"]
+        assert np.max(np.abs(grad)) > 0.1  # a real gradient, not zeros
+
+
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, tmp_path):
+    cases = [[12, 1, False, "fast", "c128"], [12, 2, True, "qml.qaoa", "c128"], [13, 3, True, "fast", "c128"]]
+    if ranks == 2:
+        cases.append([12, 2, False, "fast", "c64"])
+    _same_as_one_process(ranks, cases, tmp_path)
+
+
+@needs_mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, tmp_path):
+    cases = [[16, 3, False, "fast", "c128"], [16, 2, True, "qml.qaoa", "c128"], [20, 2, True, "fast", "c128"]]
+    cases += [[22, 1, False, "fast", "c128"], [22, 3, True, "fast", "c128"]]
+    _same_as_one_process(ranks, cases, tmp_path)
+
+
+def _costs(folder: Path) -> list:
+    return json.loads((folder / "qaoa-results.json").read_text())["costs"]
+
+
+@needs_mpi
+def test_qaoa_on_two_ranks_gives_the_costs_of_one_process_and_resumes(tmp_path):
+    from qbackends.workloads import qaoa
+
+    one = qaoa.run(qaoa.Config(nodes=14, edges=21, iterations=3), "local:qbackends/fused.qubit")
+    folder = tmp_path / "two"
+    first = subprocess.run(
+        [str(MPIEXEC), "-n", "2", *QAOA, "--mpi", "--iterations", "2", "--results-dir", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("expected cut") == 1  # rank 0 alone prints
+    resumed = subprocess.run(
+        [str(MPIEXEC), "-n", "2", *QAOA, "--mpi", "--iterations", "3", "--resume", "--results-dir", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    saved = json.loads((folder / "checkpoints" / qaoa.CHECKPOINT_FILE).read_text())
+    assert saved["run"]["ranks"] == 2 and saved["progress"]["iteration"] == 3
+    costs = _costs(folder)
+    assert len(costs) == 3 and max(abs(a - b) for a, b in zip(costs, one["costs"], strict=True)) <= 1e-12
+    result = json.loads((folder / "qaoa-results.json").read_text())
+    assert result["most_probable_bitstring"] == one["most_probable_bitstring"]
+
+
+@needs_mpi
+def test_ranks_not_a_power_of_two_are_refused_before_mpi_starts(tmp_path):
+    run = subprocess.run(
+        [str(MPIEXEC), "-n", "3", *QAOA, "--mpi", "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode != 0
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "mpi=True on 3 ranks" in lines[0] and "power of two" in lines[0], run.stderr
+    assert not (tmp_path / "qaoa-results.json").exists()
+
+
+@needs_mpi
+def test_a_rank_that_fails_ends_every_rank(tmp_path):
+    cases = [[12, 1, False, "fast", "c128"]] * 3
+    start = time.monotonic()
+    run = _ranks(2, cases, tmp_path, "--raise-on", "1", timeout=120)
+    assert run.returncode != 0
+    assert "rank 1 fails on purpose" in run.stderr
+    assert run.stdout.count('"case"') <= 1  # rank 0 never finished the second case (it waited on rank 1)
+    assert time.monotonic() - start < 60
+
+
+@needs_mpi
+def test_a_killed_rank_ends_the_qaoa_run_in_seconds(tmp_path):
+    from test_launchers import _descendants, _state
+
+    run = subprocess.Popen(
+        [str(MPIEXEC), "-n", "2", *QAOA, "--mpi", "--iterations", "100000", "--results-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        checkpoint_file = tmp_path / "checkpoints" / "qaoa-checkpoint.json"
+        deadline = time.monotonic() + 120
+        while not checkpoint_file.exists() and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+        assert checkpoint_file.exists(), run.communicate()[1] if run.poll() is not None else "no checkpoint in 120 s"
+        ranks = [p for p in _descendants(run.pid) if b"qbackends.cli" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(ranks) == 2
+        os.kill(ranks[1], signal.SIGKILL)
+        killed_at = time.monotonic()
+        run.communicate(timeout=60)
+        assert time.monotonic() - killed_at < 30
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode != 0
+    assert not [p for p in ranks if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
