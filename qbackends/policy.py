@@ -74,6 +74,9 @@ def _resolve(spec: str | None) -> tuple[str, bool]:
     return str(parsed), parsed.is_auto
 
 
+MPI_DEVICE = "local:qbackends/fused.qubit"  # the one device here that splits its state over MPI ranks
+
+
 def qaoa_device(
     spec: str | None,
     wires: int,
@@ -82,12 +85,17 @@ def qaoa_device(
     iterations: int = 1000,
     resumed_on: str | None = None,
     precision: str = "c128",
+    mpi: bool = False,
 ) -> Any:
     """``get_device`` for a QAOA run: under ``auto``, the device a resumed checkpoint was made on (``resumed_on``),
     else the per-circuit auto device, told how many steps the run takes (so a one-time kernel compilation is
-    weighed against them); otherwise what was asked for. ``precision`` as the user asked (c64 only then)."""
+    weighed against them); otherwise what was asked for. ``precision`` as the user asked (c64 only then).
+    ``mpi``: the state split over the MPI ranks, on fused.qubit unless ``spec`` names another device (which
+    then refuses mpi=True by name)."""
     from .device import get_device
 
+    if mpi:
+        return get_device(spec or MPI_DEVICE, wires=wires, diff_method=diff_method, precision=precision, mpi=True)
     _, is_auto = _resolve(spec)
     if is_auto and _resumable(resumed_on):
         return get_device(resumed_on, wires=wires, diff_method=diff_method, precision=precision)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpicases import value_and_gradient
+from rankprocesses import kill_a_rank
 
 from qbackends import checkpoint
 from qbackends.errors import CheckpointError, RankCountError
@@ -191,8 +191,6 @@ def test_a_rank_that_fails_ends_every_rank(tmp_path):
 
 @needs_mpi
 def test_a_killed_rank_ends_the_qaoa_run_in_seconds(tmp_path):
-    from test_launchers import _descendants, _state
-
     run = subprocess.Popen(
         [str(MPIEXEC), "-n", "2", *QAOA, "--mpi", "--iterations", "100000", "--results-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -200,21 +198,12 @@ def test_a_killed_rank_ends_the_qaoa_run_in_seconds(tmp_path):
         text=True,
         start_new_session=True,
     )
-    try:
+
+    def started() -> None:
         checkpoint_file = tmp_path / "checkpoints" / "qaoa-checkpoint.json"
         deadline = time.monotonic() + 120
         while not checkpoint_file.exists() and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.2)
         assert checkpoint_file.exists(), run.communicate()[1] if run.poll() is not None else "no checkpoint in 120 s"
-        ranks = [p for p in _descendants(run.pid) if b"qbackends.cli" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        assert len(ranks) == 2
-        os.kill(ranks[1], signal.SIGKILL)
-        killed_at = time.monotonic()
-        run.communicate(timeout=60)
-        assert time.monotonic() - killed_at < 30
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate()
-    assert run.returncode != 0
-    assert not [p for p in ranks if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+
+    kill_a_rank(run, started)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rankprocesses import kill_a_rank
 
 from qbackends.errors import EnvironmentSettingError
 from qbackends.launchers import PORTS, Launch, adopt, derived_port, first_host, from_environment, tasks_on_node
@@ -299,40 +300,7 @@ def test_a_killed_mpiexec_rank_ends_the_run_in_seconds(tmp_path):
         text=True,
         start_new_session=True,
     )
-    try:
-        _wait_for_checkpoint(tmp_path, [run])
-        ranks = [p for p in _descendants(run.pid) if b"qbackends.cli" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        assert len(ranks) == 2
-        os.kill(ranks[1], signal.SIGKILL)
-        killed_at = time.monotonic()
-        run.communicate(timeout=60)
-        assert time.monotonic() - killed_at < 30
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate()
-    assert run.returncode != 0
-    assert not [p for p in ranks if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        for task in Path(f"/proc/{todo.pop()}/task").iterdir():
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except FileNotFoundError:
-                children = []
-            found += children
-            todo += children
-    return found
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return "Z"
+    kill_a_rank(run, lambda: _wait_for_checkpoint(tmp_path, [run]))
 
 
 # ---- probe --mpi ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
+from ...policy import qaoa_device as workload_device  # the device this QAOA run uses
 from . import checkpoint as checkpoints
 from .ansatz import energy_function
 from .checkpoint import Progress
@@ -18,8 +19,6 @@ from .config import Config
 from .graph import Graph, random_graph, read_edge_list
 from .optimizer import OptimizerState, optimizer_step
 from .results import TIES, most_probable_index, results
-
-MPI_DEVICE = "local:qbackends/fused.qubit"  # the one device here that splits its state over MPI ranks
 
 
 def load_graph(config: Config) -> Graph:
@@ -120,26 +119,6 @@ def _ranks(dev: Any) -> Any:
     from ...fused.distributed import ranks_of
 
     return ranks_of(dev)
-
-
-def workload_device(
-    spec: str | None,
-    wires: int,
-    diff_method: str,
-    layers: int = 2,
-    iterations: int = 1000,
-    resumed_on: str | None = None,
-    precision: str = "c128",
-    mpi: bool = False,
-) -> Any:
-    """The device this QAOA run uses: ``policy.qaoa_device``; with ``mpi``, fused.qubit split over the MPI ranks
-    (unless ``spec`` names another device, which then refuses mpi=True by name)."""
-    from ...device import get_device
-    from ...policy import qaoa_device
-
-    if mpi:
-        return get_device(spec or MPI_DEVICE, wires=wires, diff_method=diff_method, precision=precision, mpi=True)
-    return qaoa_device(spec, wires, diff_method, layers, iterations, resumed_on=resumed_on, precision=precision)
 
 
 def backend_name(dev: Any, qnode: Any, params: Any, diff_method: str) -> str:
