@@ -3,12 +3,14 @@ tests/mpicases.py CASES.json`` runs each case with mpi=True and rank 0 prints on
 the tests import ``value_and_gradient`` to run the same cases in one process.
 
 A case is [wires, layers, weighted, formulation, precision]; ``--raise-on 1`` makes rank 1 fail mid-run.
+Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tracemalloc
 
 import numpy as np
 
@@ -51,9 +53,13 @@ def main(argv: list[str]) -> int:
     for k, case in enumerate(cases):
         if fail_on == rank and k == 1:
             raise RuntimeError(f"rank {rank} fails on purpose")
+        tracemalloc.start()
         value, grad, exchanges = value_and_gradient(case, mpi=True)
+        peak = MPI.COMM_WORLD.allreduce(tracemalloc.get_traced_memory()[1], op=MPI.MAX)
+        tracemalloc.stop()
         if rank == 0:
-            print(json.dumps({"case": case, "value": value, "grad": grad, "exchanges": exchanges}), flush=True)
+            line = {"case": case, "value": value, "grad": grad, "exchanges": exchanges, "peak_bytes": peak}
+            print(json.dumps(line), flush=True)
     return 0
 
 
