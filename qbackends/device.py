@@ -329,7 +329,7 @@ def device_options(backend: Backend, factory: Callable[..., Any], precision: str
         if "c_dtype" not in accepted:
             raise UnsupportedOptionError(
                 f"{backend.device_string} has no precision option; precision={precision!r} cannot be honoured.",
-                "drop precision, or use a lightning backend (c64 or c128).",
+                "drop precision, or use local:qbackends/fused.qubit or a lightning backend (c64 or c128).",
             )
         import numpy as np
 

@@ -112,8 +112,9 @@ def test_precision_c64_gives_single_precision_state():
         return qml.state()
 
     assert state().dtype == np.complex64
-    with pytest.raises(UnsupportedOptionError, match="default.qubit has no precision option"):
+    with pytest.raises(UnsupportedOptionError, match="default.qubit has no precision option") as refused:
         get_device("default.qubit", wires=2, precision="c64")
+    assert refused.value.fix == "drop precision, or use local:qbackends/fused.qubit or a lightning backend (c64 or c128)."
     with pytest.raises(UnsupportedOptionError, match="precision='c32' is not a precision"):
         get_device("lightning.qubit", wires=2, precision="c32")
 
