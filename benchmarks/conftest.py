@@ -27,6 +27,7 @@ _MEDIANS: dict[str, dict[str, float]] = defaultdict(dict)
 _EXTRA: dict[str, dict[str, str]] = defaultdict(dict)
 _CHOSEN: dict[str, str] = {}  # group -> the backend its "auto" member took
 _NOTES: dict[str, dict[str, str]] = defaultdict(dict)  # group -> member -> why it was not timed
+_RATIOS: dict[str, tuple[str, float]] = {}  # group -> (fastest, auto ÷ fastest) as the benchmark paired them
 
 
 def skip_reason(key: str) -> str | None:
@@ -64,19 +65,30 @@ def record(benchmark):
     return _record
 
 
-def interleaved_medians(benchmark, steps: dict, rounds: int, consecutive: int | dict[str, int] = 1) -> dict[str, float]:
+def interleaved_medians(
+    benchmark, steps: dict, rounds: int, consecutive: int | dict[str, int] = 1, per_round: dict | None = None
+) -> dict[str, float]:
     """Median seconds of each step, the steps run in turn round by round (``consecutive`` times each
     per round, or as many as it gives by name, 1 otherwise): on a shared machine, one after another
-    they drift apart by tens of percent."""
+    they drift apart by tens of percent. The order rotates by one each round, so each step follows
+    every other equally often (a step that leaves caches cold or threads spinning slows the next).
+    ``per_round``, when given, gets each step's median within each round (for paired ratios)."""
     seconds: dict[str, list[float]] = {name: [] for name in steps}
     counts = {name: consecutive.get(name, 1) if isinstance(consecutive, dict) else consecutive for name in steps}
+    names = list(steps)
+    done = 0
 
     def one_round():
-        for name, step in steps.items():
+        nonlocal done
+        shift = done % len(names)
+        for name in names[shift:] + names[:shift]:
             for _ in range(counts[name]):
                 start = time.perf_counter()
-                step()
+                steps[name]()
                 seconds[name].append(time.perf_counter() - start)
+            if per_round is not None:
+                per_round.setdefault(name, []).append(statistics.median(seconds[name][-counts[name] :]))
+        done += 1
 
     benchmark.pedantic(one_round, rounds=rounds, iterations=1)
     return {name: statistics.median(times) for name, times in seconds.items()}
@@ -99,14 +111,24 @@ def record_choice(group: str, backend: str) -> None:
     _CHOSEN[group] = backend
 
 
-def auto_over_fastest(medians: dict[str, float]) -> tuple[str, float] | None:
-    """(the fastest member whose name does not start with "auto", the median of the member named
-    "auto" over its median); None without both."""
+def auto_over_fastest(medians: dict[str, float], per_round: dict[str, list[float]] | None = None) -> tuple[str, float] | None:
+    """(the fastest member whose name does not start with "auto", auto's time over its time); None
+    without both. With ``per_round`` (each member's median within each round), the median of the
+    rounds' ratios: the two ran seconds apart in every round, so the machine's drift cancels. Else
+    the ratio of the medians (a ratio pinned by ``record_ratio`` wins in the summary)."""
     others = {name: m for name, m in medians.items() if not name.startswith("auto")}
     if "auto" not in medians or not others:
         return None
     fastest = min(others, key=others.__getitem__)
+    if per_round is not None:
+        ratios = [a / b for a, b in zip(per_round["auto"], per_round[fastest], strict=True)]
+        return fastest, statistics.median(ratios)
     return fastest, medians["auto"] / others[fastest]
+
+
+def record_ratio(group: str, fastest: str, ratio: float) -> None:
+    """Keep the group's auto ÷ fastest as the benchmark measured it (paired by round) for the summary."""
+    _RATIOS[group] = (fastest, ratio)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -124,7 +146,7 @@ def pytest_terminal_summary(terminalreporter):
         for name, note in sorted(_NOTES.get(group, {}).items()):
             if name not in medians:
                 terminalreporter.write_line(f"    {name:<42} not timed: {note}")
-    ratios = {group: auto_over_fastest(medians) for group, medians in sorted(_MEDIANS.items())}
+    ratios = {group: _RATIOS.get(group) or auto_over_fastest(medians) for group, medians in sorted(_MEDIANS.items())}
     if any(ratios.values()):
         terminalreporter.section("qbackends: auto ÷ fastest per circuit (median of auto over the fastest other member)")
         terminalreporter.write_line(f"    {'group':<34} {'auto took':<34} {'fastest':<34} {'auto ÷ fastest':>14}")

@@ -24,7 +24,7 @@ import numpy as np
 import pennylane as qml
 import pytest
 import zoo
-from conftest import auto_over_fastest, interleaved_medians, record_choice, record_note, record_seconds
+from conftest import auto_over_fastest, interleaved_medians, record_choice, record_note, record_ratio, record_seconds
 
 from qbackends import QBackendsError, UnsupportedOptionError, capabilities, get_device, get_registry
 from qbackends.device import facts_for
@@ -191,9 +191,12 @@ def test_auto_zoo(benchmark, name, wires):
     steps, warm, auto_device = _build(circuit, notes)
     rounds, consecutive = _plan(circuit, steps, warm, notes)
     benchmark.group = group
-    medians = interleaved_medians(benchmark, steps, rounds=rounds, consecutive=consecutive)
+    per_round: dict[str, list[float]] = {}
+    medians = interleaved_medians(benchmark, steps, rounds=rounds, consecutive=consecutive, per_round=per_round)
     chosen = _chosen(auto_device) if auto_device is not None else None
-    ratio = auto_over_fastest(medians)
+    ratio = auto_over_fastest(medians, per_round)
+    if ratio is not None:
+        record_ratio(group, *ratio)
     for device_string, median in medians.items():
         extra = f"{median * 1e3:9.2f} ms"
         if device_string == "auto":
@@ -207,6 +210,7 @@ def test_auto_zoo(benchmark, name, wires):
         medians=medians,
         chosen={"auto": chosen} if chosen is not None else {},
         auto_over_fastest=None if ratio is None else ratio[1],
+        auto_over_fastest_of_medians=None if ratio is None else medians["auto"] / medians[ratio[0]],
         fastest=None if ratio is None else ratio[0],
         samples={n: rounds * consecutive[n] for n in medians},
         notes=notes,

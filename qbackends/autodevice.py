@@ -23,6 +23,7 @@ from . import auto
 from .errors import QBackendsError, UnsupportedCircuitError
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
+UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
 
 
 class AutoQubit(Device):
@@ -99,6 +100,7 @@ class AutoQubit(Device):
         self.last_backend: Any = None
         self._last: tuple[Any, Any, auto.Decision] | None = None  # the tape asked about last, and its decision
         self._observables = auto.ObservableKeys()
+        self._untagged: dict[int, tuple[ExecutionConfig, ExecutionConfig]] = {}  # id(tagged) -> (tagged, backend's)
 
     # ---- the tracker reaches the backends ------------------------------------------------------
 
@@ -220,23 +222,31 @@ class AutoQubit(Device):
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
         config = config or ExecutionConfig()
-        options = dict(config.device_options or {})
-        chosen = options.pop(CHOICE, None)
-        plain = dataclasses.replace(config, device_options=options)
+        chosen = (config.device_options or {}).get(CHOICE)
+        plain = self._plain(config)
         if chosen is None:
-            if circuit is None:
-                chosen = self._candidates[0].key
-            else:
-                chosen = self._decide(plain, circuit).backend
+            chosen = self._candidates[0].key if circuit is None else self._decide(plain, circuit).backend
         resolved = self._device(chosen).setup_execution_config(plain, circuit)
-        return dataclasses.replace(resolved, device_options={**(resolved.device_options or {}), CHOICE: chosen})
+        tagged = dataclasses.replace(resolved, device_options={**(resolved.device_options or {}), CHOICE: chosen})
+        self._untagged[id(tagged)] = (tagged, resolved)
+        while len(self._untagged) > UNTAGGED_KEPT:
+            del self._untagged[next(iter(self._untagged))]
+        return tagged
+
+    def _plain(self, config: ExecutionConfig | None) -> ExecutionConfig | None:
+        """``config`` without the auto device's own option (a backend checks the options it is given). PennyLane
+        hands the config set up here to every later call of the execution: that one is looked up, not rebuilt."""
+        known = self._untagged.get(id(config))
+        if known is not None and known[0] is config:
+            return known[1]
+        return _plain(config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).preprocess_transforms(_plain(execution_config))
+        return self._chosen(execution_config).preprocess_transforms(self._plain(execution_config))
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
-            return self._chosen(execution_config).supports_derivatives(_plain(execution_config), circuit)
+            return self._chosen(execution_config).supports_derivatives(self._plain(execution_config), circuit)
         if execution_config is None or circuit is None:  # can any candidate: asked before any circuit is known
             methods, _ = auto.gradient_methods(
                 self._candidates, execution_config.gradient_method if execution_config else "best", False
@@ -246,34 +256,34 @@ class AutoQubit(Device):
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
-            return self._chosen(execution_config).supports_vjp(_plain(execution_config), circuit)
+            return self._chosen(execution_config).supports_vjp(self._plain(execution_config), circuit)
         return False
 
     def supports_jvp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
-            return self._chosen(execution_config).supports_jvp(_plain(execution_config), circuit)
+            return self._chosen(execution_config).supports_jvp(self._plain(execution_config), circuit)
         return False
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute(circuits, _plain(execution_config))
+        return self._chosen(execution_config).execute(circuits, self._plain(execution_config))
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).compute_derivatives(circuits, _plain(execution_config))
+        return self._chosen(execution_config).compute_derivatives(circuits, self._plain(execution_config))
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute_and_compute_derivatives(circuits, _plain(execution_config))
+        return self._chosen(execution_config).execute_and_compute_derivatives(circuits, self._plain(execution_config))
 
     def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).compute_vjp(circuits, cotangents, _plain(execution_config))
+        return self._chosen(execution_config).compute_vjp(circuits, cotangents, self._plain(execution_config))
 
     def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute_and_compute_vjp(circuits, cotangents, _plain(execution_config))
+        return self._chosen(execution_config).execute_and_compute_vjp(circuits, cotangents, self._plain(execution_config))
 
     def compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).compute_jvp(circuits, tangents, _plain(execution_config))
+        return self._chosen(execution_config).compute_jvp(circuits, tangents, self._plain(execution_config))
 
     def execute_and_compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute_and_compute_jvp(circuits, tangents, _plain(execution_config))
+        return self._chosen(execution_config).execute_and_compute_jvp(circuits, tangents, self._plain(execution_config))
 
 
 def running_name(device: Any) -> str:
