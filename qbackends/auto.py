@@ -13,8 +13,9 @@ import json
 import logging
 import math
 import os
+import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -39,7 +40,9 @@ RULES = (
 )
 TRIAL_BUDGET_SECONDS = 3.0  # at most this much trying, once per circuit structure
 CONTENDERS = 4.0  # a backend is tried when predicted within this factor of the best prediction
-TRIAL_ROUNDS = 3  # each contender runs this often, interleaved; the first round (allocation, caches) is not counted
+TRIAL_ROUNDS = 7  # at most: each contender runs this often, interleaved; the first round (allocation, caches) is not counted
+TIMED_ROUNDS = 2  # at least, within the budget or not
+TRIAL_SHARE = 0.05  # more rounds only while the trial stays within this share of the run's expected steps
 
 # Gates that only multiply amplitudes by phases: fused.qubit merges runs of them into one pass.
 DIAGONAL = frozenset(
@@ -62,6 +65,10 @@ class Shape:
         terms: Pauli terms measured (a Hamiltonian's count).
         shots: finite shots, or None for analytic results.
         gradient: the differentiation method asked for (None: values only).
+        groups: executions a backend makes of each row (its preprocessing splits the measured terms into
+            groups it measures one by one); 1 where it measures them all in one execution.
+        native: operations per execution after a backend's preprocessing (its own gate set: a
+            DoubleExcitation is one operation on lightning, many on others); None: ``gates``.
     """
 
     wires: int
@@ -73,6 +80,8 @@ class Shape:
     terms: int = 1
     shots: int | None = None
     gradient: str | None = None
+    groups: int = 1
+    native: int | None = None
 
     def describe(self) -> str:
         batch = f", batch {self.batch}" if self.batch > 1 else ""
@@ -112,6 +121,14 @@ def shape_of(tape: Any, wires: int, gradient: Any, trainable: Sequence[int]) -> 
         shots=tape.shots.total_shots if tape.shots else None,
         gradient=method,
     )
+
+
+def as_run(shape: Shape, tapes: Sequence[Any]) -> Shape:
+    """``shape`` as one backend runs it: ``tapes`` are what that backend's preprocessing made of the circuit
+    (its own operations; a broadcast split into rows, measured terms split into groups)."""
+    rows = shape.batch if shape.batch > 1 and all(t.batch_size is None for t in tapes) else 1
+    native = round(sum(len(t.operations) for t in tapes) / max(len(tapes), 1))
+    return replace(shape, groups=max(len(tapes) // rows, 1), native=native)
 
 
 def _diagonal(op: Any) -> bool:
@@ -314,11 +331,12 @@ def predict(costs: Costs, shape: Shape, gradient_method: str | None) -> float:
     mixing = shape.gates - shape.diagonal
     per_amplitude = mixing * costs.gate + shape.diagonal * costs.diagonal + shape.runs * costs.run + shape.terms * costs.term
     work = shape.batch * amplitudes * per_amplitude
-    fixed = shape.gates * costs.op
+    fixed = (shape.gates if shape.native is None else shape.native) * costs.op
     if costs.splits_batch:  # each row is its own circuit: every fixed cost again
         step = costs.execution + shape.batch * (costs.row + fixed) + work
     else:
         step = costs.execution + shape.batch * costs.row + fixed + work
+    step *= shape.groups
     if gradient_method in ("adjoint", "device"):
         step *= costs.gradient
     elif gradient_method == "backprop":
@@ -340,13 +358,19 @@ class Decision:
     measured: dict[str, float] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     shape: Shape | None = None
+    once: dict[str, float] = field(default_factory=dict)  # backend key -> its one-time compile (seconds), not yet paid
 
     def explain(self) -> str:
         def seconds(s: float) -> str:
             return f"{s * 1e3:.3g} ms"
 
+        def predicted(k: str, p: float) -> str:
+            if k not in self.once:
+                return f"{k} {seconds(p)} predicted"
+            return f"{k} {seconds(p)} predicted with its {self.once[k]:.0f} s compile spread over the run (`qbackends warmup`)"
+
         others = [
-            f"{k} {seconds(self.measured[k])} measured" if k in self.measured else f"{k} {seconds(p)} predicted"
+            f"{k} {seconds(self.measured[k])} measured" if k in self.measured else predicted(k, p)
             for k, p in sorted(self.predicted.items(), key=lambda kv: self.measured.get(kv[0], kv[1]))
             if k != self.backend
         ]
@@ -380,13 +404,15 @@ def matches(backend: Backend, keys: set[str]) -> bool:
 
 
 def one_time_seconds(backend: Backend, precision: str = "c128") -> float:
-    """What a backend costs once before its first step here: fused.qubit's kernel compilation (of
-    ``precision``) until it is cached."""
-    if backend.key != "qbackends/fused.qubit":
+    """What a backend costs once before its first step here: its kernels' compilation (of ``precision``;
+    ``Backend.compilation``) until it is cached."""
+    if backend.compilation is None:
         return 0.0
-    from .fused import warmup
+    import importlib
 
-    return 0.0 if warmup.compiled(precision) else warmup.compile_seconds(precision)
+    module, _, name = backend.compilation.partition(":")
+    compilation = getattr(importlib.import_module(module), name)
+    return 0.0 if compilation.done(precision) else float(compilation.seconds(precision))
 
 
 def decide(
@@ -398,6 +424,7 @@ def decide(
     steps: int = 100,
     accepts: Callable[[str], None] | None = None,
     precision: str = "c128",
+    runs: dict[str, Shape] | None = None,
 ) -> Decision:
     """The fastest candidate for ``shape``.
 
@@ -415,20 +442,22 @@ def decide(
         accepts: ``accepts(key)`` raises for a backend whose preprocessing refuses the circuit: a backend
             taken without a trial is checked with it first, and the next best taken if it refuses.
         precision: the amplitudes asked for (a one-time compile is per precision).
+        runs: backend key -> ``shape`` as that backend runs it (``as_run``), where its preprocessing was seen.
     """
     predicted = {}
-    cold = set()
+    cold = {}
     for backend in candidates:
         costs = model.get(backend.key)
-        predicted[backend.key] = predict(costs, shape, gradient_methods.get(backend.key)) if costs else math.inf
+        seen = (runs or {}).get(backend.key, shape)
+        predicted[backend.key] = predict(costs, seen, gradient_methods.get(backend.key)) if costs else math.inf
         if once := one_time_seconds(backend, precision):
             predicted[backend.key] += once / max(steps, 1)
-            cold.add(backend.key)
+            cold[backend.key] = once
     order = sorted((b.key for b in candidates), key=lambda k: predicted[k])  # stable: preference breaks ties
-    decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape)
+    decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape, once=cold)
     best = predicted[order[0]]
     # Close contenders are tried; so is a backend the model has not measured (a plugin's, a GPU), when trying is cheap.
-    cheap = best * TRIAL_ROUNDS * 2 < TRIAL_BUDGET_SECONDS
+    cheap = best * (TIMED_ROUNDS + 1) * 2 < TRIAL_BUDGET_SECONDS
     contenders = [
         k for k in order if k not in cold and (predicted[k] <= CONTENDERS * best or (not math.isfinite(predicted[k]) and cheap))
     ]
@@ -436,7 +465,7 @@ def decide(
         return _first_accepted(decision, order, accepts)
     if measure is None or len(contenders) < 2:
         return _first_accepted(decision, order, accepts)
-    return _tried(decision, order, contenders, measure, accepts)
+    return _tried(decision, order, contenders, measure, accepts, steps)
 
 
 def _tried(
@@ -445,14 +474,17 @@ def _tried(
     contenders: Sequence[str],
     measure: Callable[[str], float],
     accepts: Callable[[str], None] | None,
+    steps: int = 100,
 ) -> Decision:
     """The contenders run in turn: a first round that warms up (and drops the refusing), a timed round after which
-    the clearly slower leave (over ``CONTENDERS`` x the fastest), then more while the budget lasts; the fastest
-    measured is taken."""
+    the clearly slower leave (over ``CONTENDERS`` x the fastest), then more while the budget lasts; the lowest
+    median is taken (not the lowest time: a backend whose times scatter, as lightning.kokkos' do on a busy
+    machine, is not taken for its one lucky round). More rounds than ``TIMED_ROUNDS`` run while the trial stays
+    within ``TRIAL_BUDGET_SECONDS`` and ``TRIAL_SHARE`` of the run's expected ``steps``."""
     timed: dict[str, list[float]] = {}
-    spent = 0.0
+    spent, budget = 0.0, TRIAL_BUDGET_SECONDS
     for round_ in range(TRIAL_ROUNDS):
-        if round_ > 1 and (len(timed) < 2 or spent > TRIAL_BUDGET_SECONDS):
+        if round_ > 1 and len(timed) < 2 or round_ > TIMED_ROUNDS and spent > budget:
             break
         for key in [k for k in contenders if k not in decision.refused] if round_ == 0 else list(timed):
             try:
@@ -460,7 +492,7 @@ def _tried(
             except EnvironmentSettingError:
                 raise  # the user's setting, not this backend's refusal
             except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
-                decision.refused[key] = _reason(exc)
+                decision.refused[key] = reason(exc)
                 timed.pop(key, None)
                 continue
             spent += seconds
@@ -471,14 +503,15 @@ def _tried(
         if round_ == 1 and timed:  # the clearly slower leave after the first timed round
             fastest = min(min(v) for v in timed.values() if v)
             timed = {k: v for k, v in timed.items() if v and min(v) <= CONTENDERS * fastest}
+            budget = min(TRIAL_BUDGET_SECONDS, TRIAL_SHARE * max(steps, 1) * fastest)
     if not timed:  # every contender refused: the best prediction among the rest that accepts the circuit
         return _first_accepted(decision, [k for k in order if k not in decision.refused], accepts)
-    decision.measured = {k: min(v) for k, v in timed.items() if v}
+    decision.measured = {k: statistics.median(v) for k, v in timed.items() if v}
     decision.backend = min(decision.measured, key=lambda k: decision.measured[k]) if decision.measured else next(iter(timed))
     return decision
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
 
 
@@ -491,7 +524,7 @@ def _first_accepted(decision: Decision, order: Sequence[str], accepts: Callable[
         except EnvironmentSettingError:
             raise  # the user's setting, not this backend's refusal
         except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
-            decision.refused[key] = _reason(exc)
+            decision.refused[key] = reason(exc)
             continue
         decision.backend = key
         return decision

@@ -20,7 +20,7 @@ import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
 
 from . import auto
-from .errors import QBackendsError, UnsupportedCircuitError
+from .errors import EnvironmentSettingError, QBackendsError, UnsupportedCircuitError
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -32,11 +32,12 @@ class AutoQubit(Device):
     Args:
         wires: number of wires or their labels.
         exclude: device strings ``auto`` must not take (with ``QBACKENDS_AUTO_EXCLUDE``).
-        expected_steps: how often each circuit will run; weighs one-time costs (fused.qubit's kernel compilation).
+        expected_steps: how often each circuit will run; weighs one-time costs (fused.qubit's and batched.qubit's kernel compilation).
         precision, decompositions, default_decompositions, diff_method, ignore_memory, **options:
             as for ``get_device``; each candidate is built with them (one that refuses them is left out).
 
     Attributes:
+        expected_steps: as given.
         last_choice: the device string of the backend that took the last circuit.
         decisions: every decision made on this device so far (``auto.Decision``), newest last.
     """
@@ -94,7 +95,7 @@ class AutoQubit(Device):
             ),
             {},
         )
-        self._steps = expected_steps
+        self.expected_steps = expected_steps
         self.decisions: list[auto.Decision] = []
         self.last_choice: str | None = None
         self.last_backend: Any = None
@@ -149,12 +150,16 @@ class AutoQubit(Device):
             methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
             if not methods:
                 auto.raise_refused(auto.Decision("", refused=refused))
-            candidates = [b for b in self._candidates if b.key in methods]
+            runs, refusing = self._runs(config, circuit, shape, [b.key for b in self._candidates if b.key in methods])
+            refused.update(refusing)
+            candidates = [b for b in self._candidates if b.key in runs]
+            if not candidates:
+                auto.raise_refused(auto.Decision("", refused=refused))
             measure = None if tape is None else self._trial(config, circuit, tape)
             precision = self._build["precision"]
             accepts = self._accepts(config, circuit)
             model = auto.model(self._registry)
-            decision = auto.decide(shape, methods, candidates, model, measure, self._steps, accepts, precision)
+            decision = auto.decide(shape, methods, candidates, model, measure, self.expected_steps, accepts, precision, runs)
             decision.refused = {**refused, **decision.refused}
             self._decisions[key] = decision
             auto.log_decision(decision, self._registry.backends[decision.backend], precision)
@@ -164,6 +169,24 @@ class AutoQubit(Device):
         if not self.decisions or self.decisions[-1] is not decision:
             self.decisions.append(decision)
         return decision
+
+    def _runs(
+        self, config: ExecutionConfig, circuit: Any, shape: auto.Shape, keys: list[str]
+    ) -> tuple[dict[str, auto.Shape], dict[str, str]]:
+        """Each backend's view of the circuit, from its own preprocessing (``auto.as_run``: its operations, the
+        executions it makes of it); and the backends whose preprocessing refuses the circuit, with why."""
+        runs, refused = {}, {}
+        for key in keys:
+            try:
+                device, resolved = self._prepared(key, config, circuit)
+                tapes, _ = device.preprocess_transforms(resolved)((circuit,))
+            except EnvironmentSettingError:
+                raise  # the user's setting, not this backend's refusal
+            except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
+                refused[key] = auto.reason(exc)
+                continue
+            runs[key] = auto.as_run(shape, tapes)
+        return runs, refused
 
     def _trial(self, config: ExecutionConfig, circuit: Any, tape: Any) -> Callable[[str], float]:
         """``measure(key)``: seconds of one step of ``circuit`` (as ``tape``, in NumPy) on that backend,

@@ -39,6 +39,8 @@ class Backend:
             ``**kwargs`` (its signature then says nothing); None: read them from the signature.
         needs_shots: True for a sampling-only device (no analytic results): ``get_device`` asks
             for ``shots``, ``auto`` never takes it, and tests compare it with statistical tolerances.
+        compilation: ``"module:attribute"`` of a ``qbackends.simbase.warmup.Compilation``, for a device
+            whose kernels compile on first use: ``auto`` weighs that one-time cost until it is paid.
     """
 
     provider: str
@@ -56,6 +58,7 @@ class Backend:
     create: Callable[..., Any] | None = field(default=None, compare=False)
     options: tuple[str, ...] | None = None
     needs_shots: bool = False
+    compilation: str | None = None
 
     @property
     def generic_auto(self) -> bool:

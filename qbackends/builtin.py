@@ -81,6 +81,7 @@ BACKENDS = (
         extra="fused",
         description="fused diagonal blocks and gate layers (numba); the QAOA workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),
+        compilation="qbackends.fused.warmup:COMPILATION",
     ),
     Backend(
         provider="qbackends",
@@ -93,6 +94,7 @@ BACKENDS = (
         extra="batched",
         description="a parameter-broadcast minibatch as one state table (numba); the QNN workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/batched/batched_qubit.toml"),
+        compilation="qbackends.batched.warmup:COMPILATION",
     ),
     Backend(
         provider="pennylane",

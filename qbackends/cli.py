@@ -307,13 +307,21 @@ def _calibrate_circuits(args: argparse.Namespace) -> int:
 def cmd_warmup(args: argparse.Namespace) -> int:
     import time
 
-    from .fused import warmup
+    from .batched import warmup as batched
+    from .fused import warmup as fused
 
-    start = time.perf_counter()
-    seconds = warmup.compile_seconds(args.precision)
-    print(f"compiling fused.qubit's {args.precision} kernels, once per installation (about {seconds:.0f} s)...", flush=True)
-    warmup.compile_kernels(args.precision)
-    print(f"done in {time.perf_counter() - start:.1f} s")
+    simulators: list[tuple[Any, Callable[[], None]]] = [(fused.COMPILATION, partial(fused.compile_kernels, args.precision))]
+    if args.precision == "c128":  # batched.qubit is c128 only
+        simulators.append((batched.COMPILATION, batched.compile_kernels))
+    for compilation, compile_kernels in simulators:
+        start = time.perf_counter()
+        seconds = compilation.seconds(args.precision)
+        print(
+            f"compiling {compilation.simulator}'s {args.precision} kernels, once per installation (about {seconds:.0f} s)...",
+            flush=True,
+        )
+        compile_kernels()
+        print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
 
@@ -377,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_calibrate)
 
     text = (
-        f"compile fused.qubit's kernels now (once per installation, about {COMPILE_SECONDS:.0f} s on two cores), "
-        "so no run waits for them"
+        f"compile fused.qubit's kernels now (once per installation, about {COMPILE_SECONDS:.0f} s on two cores) "
+        "and batched.qubit's, so no run waits for them"
     )
     p = sub.add_parser("warmup", help=text, description=text)
     p.add_argument("--precision", choices=("c128", "c64"), default="c128", help="the kernels of this precision (c64 is opted in)")

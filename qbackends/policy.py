@@ -111,11 +111,14 @@ def _resumable(resumed_on: str | None) -> TypeGuard[str]:
     return resumed_on is not None and not parse(resumed_on).is_auto
 
 
-def qnn_device(spec: str | None, wires: int, diff_method: str, resumed_on: str | None = None) -> tuple[Any, str]:
+def qnn_device(
+    spec: str | None, wires: int, diff_method: str, resumed_on: str | None = None, steps: int = 100
+) -> tuple[Any, str]:
     """(device, diff_method) for the dressed QNN's minibatches: under ``auto``, the device a resumed checkpoint
     was made on (``resumed_on``, differentiated as it was); else, with the default adjoint or best, the per-circuit
-    auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's backprop);
-    otherwise what was asked for. A bad string from the environment names its variable (``requested_spec``)."""
+    auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's backprop), told
+    the run's ``steps`` (minibatches; a one-time kernel compilation is weighed against them); otherwise what was
+    asked for. A bad string from the environment names its variable (``requested_spec``)."""
     from .device import get_device
 
     _, is_auto = _resolve(spec)
@@ -124,7 +127,7 @@ def qnn_device(spec: str | None, wires: int, diff_method: str, resumed_on: str |
         method = qnn_diff_method(resumed_on) if tuned else diff_method
         return get_device(resumed_on, wires=wires, diff_method=method), method
     if is_auto and tuned:
-        return get_device(spec, wires=wires, diff_method="best"), "best"
+        return get_device(spec, wires=wires, diff_method="best", expected_steps=steps), "best"
     return get_device(spec, wires=wires, diff_method=diff_method), diff_method
 
 

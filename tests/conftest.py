@@ -33,6 +33,16 @@ def fresh_registry(monkeypatch, tmp_path_factory):
     registry.reset_registry()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def batched_kernels_compiled():
+    """As in an installation that has run batched.qubit once (or `qbackends warmup`): its kernels are compiled
+    (7 s from an empty cache), so auto weighs it without that one-time cost. Tests of the cold case set
+    NUMBA_CACHE_DIR to an empty folder."""
+    from qbackends.batched import warmup
+
+    warmup.compile_kernels()
+
+
 def _hardware_reason(kind: str) -> str:
     """Why this machine lacks ``kind`` hardware ("" when it has it), from the real probes."""
     if kind == "cuda":

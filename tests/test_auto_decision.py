@@ -103,3 +103,83 @@ def test_a_one_time_cost_is_spread_over_the_steps_and_never_tried(monkeypatch, t
     assert short.backend == lightning and fused not in tried
     long = auto.decide(shape, dict.fromkeys(model, "adjoint"), _backends(*model), model, tried.append, steps=100_000)
     assert long.backend == fused and fused not in tried
+
+
+def test_each_backend_is_predicted_as_its_own_preprocessing_runs_the_circuit():
+    """lightning runs a DoubleExcitation as one operation and measures X0 X1 + Z0 in one execution; fused.qubit
+    decomposes it (31 operations) and measures the two non-commuting groups one by one: it is predicted so."""
+    from pennylane.devices import ExecutionConfig
+
+    from qbackends import get_device
+
+    def circuit(x):
+        qml.BasisState([1, 1, 0, 0], wires=range(4))
+        qml.DoubleExcitation(x, wires=[0, 1, 2, 3])
+        return qml.expval(qml.X(0) @ qml.X(1) + 0.5 * qml.Z(0))
+
+    tape = qml.tape.make_qscript(circuit)(0.3)
+    tape.trainable_params = [0]
+    shape = auto.shape_of(tape, 4, "adjoint", [0])
+    runs = {}
+    for name in ("lightning.qubit", "local:qbackends/fused.qubit"):
+        device = get_device(name, wires=4)
+        config = device.setup_execution_config(ExecutionConfig(gradient_method="adjoint"), tape)
+        tapes, _ = device.preprocess_transforms(config)((tape,))
+        runs[name] = auto.as_run(shape, tapes)
+    assert (runs["lightning.qubit"].groups, runs["lightning.qubit"].native) == (1, 3)  # BasisState, DoubleExcitation, ...
+    assert (runs["local:qbackends/fused.qubit"].groups, runs["local:qbackends/fused.qubit"].native) == (2, 31)
+    costs = auto.Costs(execution=1e-4, row=0.0, gate=0.0, diagonal=0.0, term=0.0, op=1e-5, gradient=1.0)
+    assert auto.predict(costs, runs["lightning.qubit"], "adjoint") == pytest.approx(1e-4 + 3e-5)
+    assert auto.predict(costs, runs["local:qbackends/fused.qubit"], "adjoint") == pytest.approx(2 * (1e-4 + 31e-5))
+
+
+def test_a_broadcast_split_into_rows_is_not_counted_as_groups():
+    tapes = [qml.tape.QuantumScript([qml.RX(0.1 * i, 0)], [qml.expval(qml.Z(0))]) for i in range(8)]
+    assert auto.as_run(auto.Shape(wires=1, batch=8, gates=1), tapes).groups == 1  # the rows, as lightning splits them
+    assert auto.as_run(auto.Shape(wires=1, batch=4, gates=1), tapes).groups == 2  # two groups of four rows each
+
+
+def test_the_trial_takes_the_lowest_median_not_one_lucky_round():
+    """A backend whose times scatter (one fast round among slow ones) loses to a steady one that is faster in the median."""
+    rounds = auto.TRIAL_ROUNDS
+    times = {
+        "pennylane/lightning.kokkos": iter([0.05, 0.01] + [0.05] * (rounds - 2)),
+        "pennylane/lightning.qubit": iter([0.03] * rounds),
+    }
+    model = dict.fromkeys(times, FAST)
+    shape = auto.Shape(wires=10, gates=50)
+    measure = lambda k: next(times[k])  # noqa: E731
+    decision = auto.decide(shape, dict.fromkeys(times, "adjoint"), _backends(*times), model, measure, steps=100_000)
+    assert decision.measured == {"pennylane/lightning.kokkos": 0.05, "pennylane/lightning.qubit": 0.03}
+    assert decision.backend == "pennylane/lightning.qubit"
+
+
+def test_the_trial_stays_within_its_share_of_a_short_run():
+    """Beyond the two timed rounds, more run only while the trial costs under 5 % of the expected steps."""
+    calls = []
+
+    def measure(key):
+        calls.append(key)
+        return 0.01
+
+    keys = ["pennylane/lightning.qubit", "qbackends/batched.qubit"]
+    model = dict.fromkeys(keys, FAST)
+    shape = auto.Shape(wires=10, gates=50)
+    auto.decide(shape, dict.fromkeys(keys, "adjoint"), _backends(*keys), model, measure, steps=10)
+    assert len(calls) == 2 * (1 + auto.TIMED_ROUNDS)  # 10 steps of 10 ms: no round beyond the two
+    calls.clear()
+    auto.decide(shape, dict.fromkeys(keys, "adjoint"), _backends(*keys), model, measure, steps=100_000)
+    assert len(calls) == 2 * auto.TRIAL_ROUNDS  # within 3 s: every round
+
+
+def test_a_cold_runner_up_says_its_compile_is_in_its_prediction(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # no simulator's kernels compiled here
+    batched, lightning = "qbackends/batched.qubit", "pennylane/lightning.qubit"
+    model = {batched: FAST, lightning: FAST}
+    decision = auto.decide(
+        auto.Shape(wires=4, gates=10), dict.fromkeys(model, "adjoint"), _backends(*model), model, None, steps=7
+    )
+    assert decision.backend == lightning and decision.once == {batched: 7.0}
+    assert "qbackends/batched.qubit 1e+03 ms predicted with its 7 s compile spread over the run (`qbackends warmup`)" in (
+        decision.explain()
+    )

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import numba
+import numpy as np
 import pytest
 from numba.core.caching import UserProvidedCacheLocator
 
@@ -277,3 +278,27 @@ def test_numba_num_threads_below_one_is_a_one_line_error(tmp_path, command, valu
         f"or more (numba's default here: {cores}, the cores this process may use). Fix: unset NUMBA_NUM_THREADS, or "
         f"set it to a count from 1 to {cores}."
     )
+
+
+def test_batched_kernels_are_weighed_until_a_gradient_has_run_in_this_installation(monkeypatch, tmp_path):
+    import pennylane as qml
+
+    from qbackends import auto, get_registry
+    from qbackends.batched import warmup as batched_warmup
+    from qbackends.batched.device import BatchedQubit
+
+    batched = get_registry().backends["qbackends/batched.qubit"]
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the marker is kept: none yet
+    assert auto.one_time_seconds(batched) == batched_warmup.COMPILE_SECONDS == 7.0
+
+    @qml.qnode(BatchedQubit(wires=2), diff_method="adjoint")
+    def circuit(x):
+        qml.RX(x, wires=0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1))
+
+    circuit(qml.numpy.array(0.4, requires_grad=False))
+    assert auto.one_time_seconds(batched) == 7.0  # values alone: the adjoint kernels may still be cold
+    gradient = qml.grad(circuit)(qml.numpy.array(0.4, requires_grad=True))
+    assert gradient == pytest.approx(-np.sin(0.4))
+    assert auto.one_time_seconds(batched) == 0.0 and batched_warmup.COMPILATION.done()

@@ -614,3 +614,13 @@ def test_launching_workers_leaves_the_environment_as_it_was(tmp_path, monkeypatc
     config = qnn.Config(**{**SMALL, "epochs": 1})
     qnn.launch(config, "local:pennylane/lightning.qubit", 2, str(tmp_path), None, False, True)
     assert "OMP_NUM_THREADS" not in os.environ and "PYTHONWARNINGS" not in os.environ
+
+
+def test_under_auto_the_qnn_tells_its_device_how_many_minibatches_the_run_takes():
+    """A one-time kernel compilation is weighed against the run's minibatches, not a default."""
+    from qbackends.policy import qnn_device
+
+    device, method = qnn_device("auto", 4, "adjoint", steps=55)
+    assert device.expected_steps == 55 and method == "best"
+    named, _ = qnn_device("lightning.qubit", 4, "adjoint", steps=55)
+    assert not hasattr(named, "expected_steps")

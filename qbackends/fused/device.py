@@ -20,6 +20,7 @@ from ..errors import UnsupportedCircuitError, UnsupportedOptionError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
 from ..simbase.measurements import magnitudes, probabilities
+from ..simbase.warmup import CompileTimer
 from . import engine, warmup
 from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
@@ -141,10 +142,8 @@ class FusedQubit(SimulatorDevice):
 
             self._mpi = Ranks(self.wires, self._dtype)
         self._rng = np.random.default_rng(seed)
-        self._kernels_marked = False
         self._precision = "c64" if self._dtype == np.complex64 else "c128"
-        self._cold = not warmup.compiled(self._precision)  # then its first executions time the compile, for later estimates
-        self._compile_seconds = 0.0  # numba's compiling in this device's executions
+        self._compile = CompileTimer(warmup.COMPILATION, self._precision)  # a cold compile is timed, for later estimates
         self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)
         self._scratch: dict[str, np.ndarray] = {}  # reused state buffers: no page faults per execution
 
@@ -179,27 +178,23 @@ class FusedQubit(SimulatorDevice):
 
     # ---- execution --------------------------------------------------------------------------
 
-    def _compiled_for(self, seconds: float) -> None:
-        self._compile_seconds += seconds
-
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         traffic = engine.Traffic(self._dtype.itemsize)
         self._release_large_scratch()  # values alone need ψ only: room for what they return (probabilities)
-        with warmup.timing_compiles(self._compiled_for):
+        with self._compile.timing():
             results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
         self._track_batch(circuits, results, traffic)
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         traffic = engine.Traffic(self._dtype.itemsize)
-        with warmup.timing_compiles(self._compiled_for):
+        with self._compile.timing():
             results, jacobians = (
                 zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
             )
         self._track_batch(circuits, results, traffic, derivatives=len(circuits))
-        if circuits and not self._kernels_marked:  # values and gradients ran: every kernel is compiled
-            warmup.mark_compiled(self._compile_seconds if self._cold else 0.0, self._precision)  # not a recompile of a few
-            self._kernels_marked = True
+        if circuits:
+            self._compile.gradient_ran()
         return tuple(results), tuple(jacobians)
 
     def _track_batch(self, circuits: Any, results: Any, traffic: engine.Traffic, derivatives: int = 0) -> None:

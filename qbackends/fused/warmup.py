@@ -6,84 +6,15 @@ it on request (``qbackends warmup``). Each precision compiles its own kernels (c
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import math
-import os
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from ..simbase.warmup import Compilation, timing_compiles
 
 COMPILE_SECONDS = 45.0  # every kernel from an empty numba cache on 2 cores; until this installation times its own
-SECONDS_FILE = "qbackends-kernels.seconds"  # beside the marker: how long the last compile here took
-
-
-def _folder() -> Path | None:
-    """Where the marker goes: beside numba's cache of the kernels (None when they are not cached)."""
-    from . import kernels
-
-    chosen = os.environ.get("NUMBA_CACHE_DIR")
-    return Path(chosen) if chosen else kernels.CACHE.folder
-
-
-def _marker(precision: str = "c128") -> Path | None:
-    """A file beside numba's cache of the kernels, named after what invalidates that cache and the precision."""
-    from importlib import metadata
-
-    from . import kernels
-
-    folder = _folder()
-    if folder is None:
-        return None
-    source = Path(kernels.__file__)
-    key = hashlib.sha256(source.read_bytes() + metadata.version("numba").encode()).hexdigest()[:16]
-    return folder / f"qbackends-kernels-{key}{'' if precision == 'c128' else '-' + precision}.compiled"
-
-
-def _seconds_file(folder: Path, precision: str) -> Path:
-    return folder / (SECONDS_FILE if precision == "c128" else f"{SECONDS_FILE}.{precision}")
-
-
-def compiled(precision: str = "c128") -> bool:
-    """True once the kernels (of ``precision``) have been compiled and cached in this installation."""
-    try:
-        marker = _marker(precision)
-        return marker is not None and marker.exists()
-    except OSError:
-        return False
-
-
-def compile_seconds(precision: str = "c128") -> float:
-    """How long compiling the kernels takes here: what the last compile measured, else ``COMPILE_SECONDS``."""
-    folder = _folder()
-    try:
-        seconds = float(_seconds_file(folder, precision).read_text()) if folder is not None else math.nan
-    except (OSError, ValueError):
-        seconds = math.nan
-    return seconds if math.isfinite(seconds) and seconds > 0 else COMPILE_SECONDS
-
-
-def mark_compiled(seconds: float = 0.0, precision: str = "c128") -> None:
-    """Record that every kernel of ``precision`` has been compiled (a value and a gradient ran), and,
-    when they were compiled just now rather than loaded (``seconds`` > 0), how long numba took."""
-    marker = _marker(precision)
-    if marker is None:  # not cached: they compile again next time
-        return
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-        if seconds > 0:
-            _seconds_file(marker.parent, precision).write_text(f"{seconds:.1f}\n")
-    except OSError:  # a read-only installation: the kernels compile again next time
-        pass
-
-
-@contextlib.contextmanager
-def timing_compiles(add: Callable[[float], None]) -> Iterator[None]:
-    """Within the block, ``add(seconds)`` the time numba spent compiling (loads from its cache do not count)."""
-    from numba.core import event
-
-    with event.install_timer("numba:compile", add):
-        yield
+COMPILATION = Compilation("fused.qubit", ("qbackends.fused.kernels",), COMPILE_SECONDS, "qbackends-kernels")
+SECONDS_FILE = COMPILATION.seconds_file  # beside the marker: how long the last compile here took
+compiled = COMPILATION.done
+compile_seconds = COMPILATION.seconds
+mark_compiled = COMPILATION.record
+__all__ = ["COMPILATION", "compile_kernels", "compile_seconds", "compiled", "mark_compiled", "timing_compiles"]
 
 
 def compile_kernels(precision: str = "c128") -> None:

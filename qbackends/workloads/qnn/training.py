@@ -222,7 +222,8 @@ def train(
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
     state = checkpoints.read(checkpoint) if resume and checkpoint and checkpoint.exists() else None
     _seed_everything(config.seed)
-    qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state))
+    steps = config.epochs * math.ceil(len(train_idx) / ctx.world / local_batch)  # minibatches, for auto
+    qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state), steps=steps)
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     device_name = _settled(qdev, model, config.nwires, local_batch)
     advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
