@@ -1,4 +1,5 @@
-"""OpenMP's wait policy: `qbackends run qnn` trained beside one busy process, threads spinning or sleeping.
+"""OpenMP's wait policy: `qbackends run qnn` trained beside one busy process, threads spinning or sleeping
+(each worker runs torch on one thread; the simulator's kernels get its cores).
 
 The command sets OMP_WAIT_POLICY=PASSIVE unless the user set it (qbackends/cli.py THREAD_DEFAULTS); this
 measures what that buys, on a quiet machine and beside one process that keeps a core busy, in one run.

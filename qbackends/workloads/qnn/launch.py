@@ -57,8 +57,12 @@ def _share_cores(ctx: Context) -> None:
     elif ctx.distributed and len(cores) >= local_world:
         mine = cores[ctx.local_rank * per : (ctx.local_rank + 1) * per]
         os.sched_setaffinity(0, mine)
-    torch.set_num_threads(per)
-    try:  # batched.qubit's and fused.qubit's kernels: the same share
+    # The model's classical layers are a few thousand multiply-adds a row: torch's own thread pool only wakes
+    # and waits. 4 wires, 2 cores, samples/s with one torch thread against two: 10,900 vs 8,600 quiet; beside
+    # a busy process 8,500 vs 8,200, and 8,800 vs 3,000 with OMP_WAIT_POLICY=ACTIVE (benchmarks/
+    # test_bench_contention.py). The cores go to the simulator's kernels.
+    torch.set_num_threads(1)
+    try:  # batched.qubit's and fused.qubit's kernels: this worker's share
         from ...simbase.threads import import_numba
 
         import_numba().set_num_threads(per)
