@@ -66,20 +66,27 @@ def record(benchmark):
 
 
 def interleaved_medians(
-    benchmark, steps: dict, rounds: int, consecutive: int | dict[str, int] = 1, per_round: dict | None = None
+    benchmark,
+    steps: dict,
+    rounds: int,
+    consecutive: int | dict[str, int] = 1,
+    per_round: dict | None = None,
+    then: tuple[int, list[str]] | None = None,
 ) -> dict[str, float]:
     """Median seconds of each step, the steps run in turn round by round (``consecutive`` times each
     per round, or as many as it gives by name, 1 otherwise): on a shared machine, one after another
     they drift apart by tens of percent. The order rotates by one each round, so each step follows
     every other equally often (a step that leaves caches cold or threads spinning slows the next).
-    ``per_round``, when given, gets each step's median within each round (for paired ratios)."""
+    ``per_round``, when given, gets each step's median within each round, by round (for paired ratios).
+    ``then`` = (more rounds, names): after ``rounds``, that many more of the named steps alone (the
+    measuring time goes to the close comparisons)."""
     seconds: dict[str, list[float]] = {name: [] for name in steps}
     counts = {name: consecutive.get(name, 1) if isinstance(consecutive, dict) else consecutive for name in steps}
-    names = list(steps)
     done = 0
 
     def one_round():
         nonlocal done
+        names = list(steps) if then is None or done < rounds else [n for n in steps if n in then[1]]
         shift = done % len(names)
         for name in names[shift:] + names[:shift]:
             for _ in range(counts[name]):
@@ -87,10 +94,10 @@ def interleaved_medians(
                 steps[name]()
                 seconds[name].append(time.perf_counter() - start)
             if per_round is not None:
-                per_round.setdefault(name, []).append(statistics.median(seconds[name][-counts[name] :]))
+                per_round.setdefault(name, {})[done] = statistics.median(seconds[name][-counts[name] :])
         done += 1
 
-    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    benchmark.pedantic(one_round, rounds=rounds + (then[0] if then else 0), iterations=1)
     return {name: statistics.median(times) for name, times in seconds.items()}
 
 
@@ -111,17 +118,19 @@ def record_choice(group: str, backend: str) -> None:
     _CHOSEN[group] = backend
 
 
-def auto_over_fastest(medians: dict[str, float], per_round: dict[str, list[float]] | None = None) -> tuple[str, float] | None:
+def auto_over_fastest(
+    medians: dict[str, float], per_round: dict[str, dict[int, float]] | None = None
+) -> tuple[str, float] | None:
     """(the fastest member whose name does not start with "auto", auto's time over its time); None
-    without both. With ``per_round`` (each member's median within each round), the median of the
-    rounds' ratios: the two ran seconds apart in every round, so the machine's drift cancels. Else
+    without both. With ``per_round`` (each member's median within each round, by round), the median of
+    the ratios of the rounds both ran in: the two ran seconds apart in every round, so the machine's drift cancels. Else
     the ratio of the medians (a ratio pinned by ``record_ratio`` wins in the summary)."""
     others = {name: m for name, m in medians.items() if not name.startswith("auto")}
     if "auto" not in medians or not others:
         return None
     fastest = min(others, key=others.__getitem__)
     if per_round is not None:
-        ratios = [a / b for a, b in zip(per_round["auto"], per_round[fastest], strict=True)]
+        ratios = [a / per_round[fastest][r] for r, a in per_round["auto"].items() if r in per_round[fastest]]
         return fastest, statistics.median(ratios)
     return fastest, medians["auto"] / others[fastest]
 

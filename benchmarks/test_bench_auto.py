@@ -35,7 +35,8 @@ BUDGET_S = 15.0  # timed seconds per circuit; slow-marked circuits get SLOW_BUDG
 SLOW_BUDGET_S = 120.0
 MIN_SAMPLES = 5  # rounds at least
 DROP_FACTOR = 3.0  # over budget, a backend this many times slower than the fastest is dropped
-MAX_ROUNDS = 25
+MAX_ROUNDS = 40
+CLOSE_FACTOR = 2.0  # a backend whose warm step is within this of the fastest's is timed with auto to the end
 FLOAT32_RTOL = 1e-5  # float32 results (torch's default dtype in the QNN's classical layers)
 SEED = 1967  # device seed of circuits with shots, where the device takes one
 
@@ -156,11 +157,15 @@ def _build(circuit: zoo.Circuit, notes: dict[str, str]):
     return steps, warm, devices.get("auto")
 
 
-def _plan(circuit: zoo.Circuit, steps: dict, warm: dict[str, float], notes: dict[str, str]) -> tuple[int, dict[str, int]]:
-    """(rounds, consecutive steps per round): at least MIN_SAMPLES rounds. While the backends other
-    than auto cannot have them within the circuit's budget (auto, the thing measured, comes on top),
-    the slowest is dropped if it is over DROP_FACTOR times the fastest (it cannot be the fastest). A
-    fast step runs a few times in a row per round, as a training loop runs it (its caches warm)."""
+def _plan(
+    circuit: zoo.Circuit, steps: dict, warm: dict[str, float], notes: dict[str, str]
+) -> tuple[int, dict[str, int], tuple[int, list[str]]]:
+    """(rounds of every backend, consecutive steps per round, (more rounds, of whom)): at least MIN_SAMPLES
+    rounds of all. While the backends other than auto cannot have them within the circuit's budget (auto,
+    the thing measured, comes on top), the slowest is dropped if it is over DROP_FACTOR times the fastest
+    (it cannot be the fastest). The rest of the budget goes to auto and the backends within CLOSE_FACTOR
+    of the fastest, up to MAX_ROUNDS in all: the comparison the zoo is for. A fast step runs a few times in
+    a row per round, as a training loop runs it (its caches warm)."""
     budget = SLOW_BUDGET_S if circuit.slow else BUDGET_S
     consecutive = {name: 5 if s < 0.02 else 3 if s < 0.2 else 1 for name, s in warm.items()}
 
@@ -175,8 +180,10 @@ def _plan(circuit: zoo.Circuit, steps: dict, warm: dict[str, float], notes: dict
             f"{MIN_SAMPLES} rounds with it would pass the circuit's {budget:.0f} s"
         )
         del steps[slowest]
-    rounds = max(MIN_SAMPLES, min(MAX_ROUNDS, math.floor(budget / max(seconds(steps), 1e-9))))
-    return rounds, {name: consecutive[name] for name in steps}
+    close = [name for name in steps if name == "auto" or warm[name] <= CLOSE_FACTOR * warm[others[0]]]
+    left = budget - MIN_SAMPLES * seconds(steps)
+    more = max(0, min(MAX_ROUNDS - MIN_SAMPLES, math.floor(left / max(seconds(close), 1e-9))))
+    return MIN_SAMPLES, {name: consecutive[name] for name in steps}, (more, close)
 
 
 ZOO = [pytest.param(c.name, c.wires, id=c.name, marks=[pytest.mark.slow] if c.slow else []) for c in zoo.ZOO]
@@ -189,10 +196,10 @@ def test_auto_zoo(benchmark, name, wires):
     group = f"auto zoo: {name}"
     notes: dict[str, str] = {}
     steps, warm, auto_device = _build(circuit, notes)
-    rounds, consecutive = _plan(circuit, steps, warm, notes)
+    rounds, consecutive, then = _plan(circuit, steps, warm, notes)
     benchmark.group = group
-    per_round: dict[str, list[float]] = {}
-    medians = interleaved_medians(benchmark, steps, rounds=rounds, consecutive=consecutive, per_round=per_round)
+    per_round: dict[str, dict[int, float]] = {}
+    medians = interleaved_medians(benchmark, steps, rounds=rounds, consecutive=consecutive, per_round=per_round, then=then)
     chosen = _chosen(auto_device) if auto_device is not None else None
     ratio = auto_over_fastest(medians, per_round)
     if ratio is not None:
@@ -212,7 +219,7 @@ def test_auto_zoo(benchmark, name, wires):
         auto_over_fastest=None if ratio is None else ratio[1],
         auto_over_fastest_of_medians=None if ratio is None else medians["auto"] / medians[ratio[0]],
         fastest=None if ratio is None else ratio[0],
-        samples={n: rounds * consecutive[n] for n in medians},
+        samples={n: len(per_round[n]) * consecutive[n] for n in medians},
         notes=notes,
         circuit={
             "source": circuit.source,

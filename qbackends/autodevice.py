@@ -157,9 +157,8 @@ class AutoQubit(Device):
                 auto.raise_refused(auto.Decision("", refused=refused))
             measure = None if tape is None else self._trial(config, circuit, tape)
             precision = self._build["precision"]
-            accepts = self._accepts(config, circuit)
-            model = auto.model(self._registry)
-            decision = auto.decide(shape, methods, candidates, model, measure, self.expected_steps, accepts, precision, runs)
+            model = auto.model(self._registry)  # (every candidate's preprocessing took the circuit: nothing to accept)
+            decision = auto.decide(shape, methods, candidates, model, measure, self.expected_steps, None, precision, runs)
             decision.refused = {**refused, **decision.refused}
             self._decisions[key] = decision
             auto.log_decision(decision, self._registry.backends[decision.backend], precision)
@@ -214,15 +213,6 @@ class AutoQubit(Device):
         """
         config = ExecutionConfig(gradient_method=gradient_method, interface=interface)
         return self._device(self._decide(config, circuit).backend)
-
-    def _accepts(self, config: ExecutionConfig, circuit: Any) -> Callable[[str], None]:
-        """``accepts(key)``: raises as that backend's preprocessing refuses ``circuit``."""
-
-        def accepts(key: str) -> None:
-            device, resolved = self._prepared(key, config, circuit)
-            device.preprocess_transforms(resolved)((circuit,))
-
-        return accepts
 
     def _prepared(self, key: str, config: ExecutionConfig, circuit: Any, trial: bool = False) -> tuple[Any, ExecutionConfig]:
         """A backend's device and its execution config for ``circuit``; raises where it has not the gradient asked for."""

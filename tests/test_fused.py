@@ -230,8 +230,10 @@ def test_wires_taken_from_the_circuit_and_tracked():
     assert tracker.totals["executions"] == 1 and tracker.totals["batches"] == 1
 
 
-def test_pennylane_device_suite_passes(tmp_path):
-    """PennyLane's own device tests (pennylane/devices/tests), analytic and with --shots=None."""
+@pytest.mark.parametrize("device", ["qbackends.fused.qubit", "qbackends.auto"])
+def test_pennylane_device_suite_passes(tmp_path, device):
+    """PennyLane's own device tests (pennylane/devices/tests), analytic and with --shots=None: on fused.qubit, and
+    on the per-circuit auto device (each of the suite's circuits on the backend it takes)."""
     import os
     import subprocess
     import sys
@@ -245,7 +247,7 @@ def test_pennylane_device_suite_passes(tmp_path):
                 "pytest",
                 str(suite),
                 "--device",
-                "qbackends.fused.qubit",
+                device,
                 "-q",
                 "-p",
                 "no:cacheprovider",
