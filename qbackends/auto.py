@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 from .backend import Backend
-from .errors import EnvironmentSettingError
+from .errors import EnvironmentSettingError, QBackendsError
 
 log = logging.getLogger("qbackends")
 
@@ -225,6 +225,26 @@ def candidates(
         )
     fit, _ = screen(chain, wires, precision, diff_method, ignore_memory, facts_for(registry), every=True)
     return [choice.backend for choice in fit]
+
+
+def without_circuit(registry: Any, facts: Any, wires: int | None) -> list[Backend]:
+    """What ``auto`` takes when it is told no circuit, only a wire count (``choose("auto", n)``, a job's check that
+    something runs here), best first: the fastest at this size in a workload profile measured on this machine
+    (``qbackends calibrate --workload qaoa``), then the documented preference (GPUs only from their
+    ``min_auto_wires``). Circuits themselves are decided by ``decide``."""
+    from . import calibration, capabilities
+
+    eligible = [b for b in registry.backends.values() if b.generic_auto]
+    size = wires or 0
+    eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
+    profile = calibration.load_profile(facts) if wires is not None else None
+    if profile is not None:
+        runnable = [b for b in eligible if capabilities.evaluate(b, facts).ok]
+        best = calibration.fastest(profile, runnable, size)
+        if best is not None:
+            eligible.remove(best)
+            eligible.insert(0, best)
+    return eligible
 
 
 DEVICE_GRADIENTS = ("adjoint", "backprop", "device", "best")
@@ -492,8 +512,9 @@ def _tried(
             except EnvironmentSettingError:
                 raise  # the user's setting, not this backend's refusal
             except Exception as exc:  # noqa: BLE001 - a backend that refuses this circuit is passed over
-                decision.refused[key] = reason(exc)
-                timed.pop(key, None)
+                if _refusal(exc):
+                    decision.refused[key] = reason(exc)
+                timed.pop(key, None)  # (another failure is the trial's: the backend is left to its prediction)
                 continue
             spent += seconds
             if round_ > 0:  # the first round warms up: allocation, caches, compiled code loaded
@@ -509,6 +530,14 @@ def _tried(
     decision.measured = {k: statistics.median(v) for k, v in timed.items() if v}
     decision.backend = min(decision.measured, key=lambda k: decision.measured[k]) if decision.measured else next(iter(timed))
     return decision
+
+
+def _refusal(exc: BaseException) -> bool:
+    """Whether a trial's error is the backend refusing the circuit (a typed refusal of qbackends' or PennyLane's),
+    rather than the trial failing to rebuild the step (a gradient transform's shift rule for a template, say)."""
+    import pennylane as qml
+
+    return isinstance(exc, (QBackendsError, qml.exceptions.DeviceError, qml.exceptions.QuantumFunctionError))
 
 
 def reason(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
 
 from . import auto
-from .errors import EnvironmentSettingError, QBackendsError, UnsupportedCircuitError
+from .errors import EnvironmentSettingError, UnsupportedCircuitError
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -63,7 +63,7 @@ class AutoQubit(Device):
         self._devices: dict[str, Any] = {}
         self._trial_devices: dict[str, Any] = {}
         self._tracker: Any = None
-        super().__init__(wires=wires)
+        super().__init__(wires=wires, shots=options.get("shots"))
         # The backends get the wires as given: a count keeps them on standard labels (labels cost a mapping per execution).
         self._wires_given = wires if wires is None or isinstance(wires, int) else list(self.wires)
         check_request(precision, diff_method, ignore_memory, decompositions=decompositions)
@@ -199,9 +199,13 @@ class AutoQubit(Device):
             # Which parameters stay trainable after this backend's preprocessing: the interface's own tensors say.
             marked, _ = program((circuit,))
             trainable = [qml.math.get_trainable_indices(t.get_parameters(trainable_only=False)) for t in marked]
-            start = time.perf_counter()
-            _run_step(device, program, resolved, tape, [sorted(t) for t in trainable])
-            seconds = time.perf_counter() - start
+            tracker, device.tracker = device.tracker, qml.Tracker()  # a trial is not the user's execution
+            try:
+                start = time.perf_counter()
+                _run_step(device, program, resolved, tape, [sorted(t) for t in trainable])
+                seconds = time.perf_counter() - start
+            finally:
+                device.tracker = tracker
             return seconds * auto.backprop_factor(self._registry, key) if resolved.gradient_method == "backprop" else seconds
 
         return measure
@@ -223,13 +227,10 @@ class AutoQubit(Device):
         return device, device.setup_execution_config(config, circuit)
 
     def _chosen(self, config: ExecutionConfig | None) -> Any:
+        """The backend ``config`` was set up for; without one (called with no config, or one set up without a
+        circuit), the backend ``auto`` takes for circuits it has not seen: its first candidate."""
         key = (config.device_options or {}).get(CHOICE) if config is not None else None
-        if key is None:
-            raise QBackendsError(
-                "qbackends.auto was asked to run a circuit it was not set up for (no backend chosen).",
-                "run circuits through a QNode or qml.execute, which call setup_execution_config first.",
-            )
-        return self._device(key)
+        return self._device(key if key is not None else self._candidates[0].key)
 
     # ---- the device API: decide in setup, delegate the rest ------------------------------------
 
@@ -349,8 +350,9 @@ def _run_step(device: Any, program: Any, config: ExecutionConfig, tape: Any, tra
         else:
             results = device.execute(tapes, config)
             device.compute_derivatives(tapes, config)
-    elif callable(method) and tape.trainable_params:  # a gradient transform: its tapes run on the device too
-        gradient_tapes, _ = method(tape)
+    elif callable(method) and any(t.trainable_params for t in tapes):  # a gradient transform: its tapes run too
+        # on the preprocessed tapes, as PennyLane applies it (a template's own parameters have no shift rule)
+        gradient_tapes = [g for t in tapes if t.trainable_params for g in method(t)[0]]
         more, _ = program(tuple(gradient_tapes))
         results = device.execute(tuple(tapes) + tuple(more), config)[: len(tapes)]
     else:  # values, or backprop (its backward pass is the ML framework's: the model's factor accounts for it)

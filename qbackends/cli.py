@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import capabilities, devicestring
-from .device import choose, facts_for
+from .device import facts_for
 from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report, show_decisions
 from .registry import get_registry
 
@@ -81,11 +81,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
                 "pass a device string, e.g. qbackends probe local:qbackends/fused.qubit --mpi.",
             )
         return _probe_auto(args, registry)
-    backend = (
-        registry.lookup(spec)
-        if not spec.is_auto
-        else choose(args.spec, args.wires, precision=args.precision, registry=registry).backend
-    )
+    backend = registry.lookup(spec)
     caps = capabilities.evaluate(backend, facts, args.precision, args.diff_method)
     need = capabilities.working_set_bytes(backend, args.wires, args.precision, args.diff_method) if args.wires else None
     fits = None if need is None or caps.max_wires is None or not caps.ok else args.wires <= caps.max_wires

@@ -333,6 +333,11 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
     return tapes, post
 
 
+class UnsupportedOperatorError(UnsupportedCircuitError, qml.exceptions.DeviceError):
+    """An operator the device can neither run nor lower: qbackends' typed refusal, and PennyLane's ``DeviceError``,
+    which PennyLane's own devices raise for the same and PennyLane users catch."""
+
+
 # Mid-circuit measurements, their conditionals and snapshots are the device pipeline's own business.
 _DEVICE_HANDLED = (qml.measurements.MidMeasureMP, qml.ops.Conditional, qml.Snapshot)
 
@@ -353,10 +358,12 @@ def _refuse_unlowerable(tape: qml.tape.QuantumScript, ruleset: RuleSet, adjoint:
                 if evolution
                 else "it is not in the device's gate set and has no decomposition"
             )
-            raise UnsupportedCircuitError(
+            raise UnsupportedOperatorError(
                 f"{op} cannot run on this device: {why}.",
-                "approximate it with qml.TrotterProduct"
-                + (", or use local:pennylane/default.qubit without adjoint (exact matrices)." if evolution else "."),
+                "approximate it with qml.TrotterProduct, or use local:pennylane/default.qubit without adjoint (exact matrices)."
+                if evolution
+                else "decompose it into gates the device has, or use a device whose gate set has it "
+                "(local:pennylane/default.qubit applies most operators by their matrix).",
             )
 
 

@@ -154,35 +154,15 @@ def candidates(
     """The backends to try, in order."""
     parsed = requested_spec(spec)
     if parsed.is_auto:
-        return auto_order(registry, facts, wires)
+        from . import auto
+
+        return auto.without_circuit(registry, facts, wires)
     chain = [_naming_source(spec, lambda: registry.lookup(parsed))]
     for name in fallback or ():
         backend = registry.lookup(devicestring.parse(name))
         if backend not in chain:
             chain.append(backend)
     return chain
-
-
-def auto_order(registry: Registry, facts: probe.MachineFacts, wires: int | None) -> list[Backend]:
-    """Backends ``auto`` considers, best first.
-
-    With a calibration profile measured on this machine (``qbackends calibrate``), the fastest
-    predicted backend at this size comes first; otherwise, and after it, the documented preference
-    (GPUs only from their ``min_auto_wires``).
-    """
-    eligible = [b for b in registry.backends.values() if b.generic_auto]
-    size = wires or 0
-    eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
-    from . import calibration
-
-    profile = calibration.load_profile(facts) if wires is not None else None
-    if profile is not None:
-        runnable = [b for b in eligible if capabilities.evaluate(b, facts).ok]
-        best = calibration.fastest(profile, runnable, wires or 0)
-        if best is not None:
-            eligible.remove(best)
-            eligible.insert(0, best)
-    return eligible
 
 
 def choose(

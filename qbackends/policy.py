@@ -61,10 +61,14 @@ def calibration_candidates() -> list[Any]:
 
 
 def qnn_diff_method(device_string: str) -> str:
-    """How the QNN differentiates on a backend ``auto`` may choose: backprop on default.qubit, else adjoint."""
+    """How the QNN differentiates on a backend: what ``auto`` would resolve "best" to there (backprop on
+    default.qubit, else adjoint)."""
+    from . import auto
     from .devicestring import parse
+    from .registry import get_registry
 
-    return "backprop" if parse(device_string).simulator == "default.qubit" else "adjoint"
+    backend = get_registry().lookup(parse(device_string))
+    return auto.gradient_methods([backend], "best", shots=False)[0][backend.key] or "adjoint"
 
 
 def _resolve(spec: str | None) -> tuple[str, bool]:

@@ -241,3 +241,51 @@ def test_samples_are_reproducible_under_numpys_seed(spec):
     first, second = run(), run()
     assert first.shape == (50, 2) and np.array_equal(first, second)
     assert 0 < first.mean() < 1  # really sampled
+
+
+def test_a_template_under_a_gradient_transform_is_tried_and_matches_default_qubit():
+    """parameter-shift of a variance through RandomLayers: the trial shifts the preprocessed gates, as PennyLane
+    does (the template's own weights have no shift rule), and the result is default.qubit's."""
+    weights = pnp.array([[0.3, 1.1, 2.0]], requires_grad=True)
+
+    def circuit(w):
+        qml.RandomLayers(w, wires=range(2), seed=42)
+        return qml.var(qml.Z(0) @ qml.X(1))
+
+    reference = qml.QNode(circuit, qml.device("default.qubit", wires=2), diff_method="parameter-shift")
+    device = get_device("auto", wires=2, diff_method="parameter-shift")
+    auto = qml.QNode(circuit, device, diff_method="parameter-shift")
+    np.testing.assert_allclose(qml.grad(auto)(weights), qml.grad(reference)(weights), atol=1e-10)
+    assert float(auto(weights)) == pytest.approx(float(reference(weights)), abs=1e-10)
+    # batched.qubit refuses a variance by name; no backend is passed over for the trial's own failing
+    assert list(device.decisions[0].refused) == ["qbackends/batched.qubit"]
+
+
+def test_a_circuit_executed_without_setup_runs_on_the_first_candidate():
+    """``dev.execute(tape)`` with no execution config, as PennyLane's device tests call it: auto's first candidate."""
+    device = get_device("auto", wires=2)
+    tape = qml.tape.QuantumScript([qml.RX(0.4, 0), qml.CNOT([0, 1])], [qml.expval(qml.Z(1))])
+    program = device.preprocess_transforms()
+    tapes, post = program((tape,))
+    assert post(device.execute(tapes))[0] == pytest.approx(np.cos(0.4), abs=1e-12)
+
+
+def test_trials_are_not_counted_by_the_users_tracker():
+    """The tracker counts what the chosen backend by name counts for the same step, not the decision's trials."""
+
+    def counted(device):
+        @qml.qnode(device, diff_method="adjoint")
+        def circuit(x):
+            qml.RX(x, 0)
+            qml.CNOT([0, 1])
+            qml.RY(x, 2)
+            return qml.expval(qml.Z(1) @ qml.Z(2))
+
+        with qml.Tracker(device) as tracker:
+            qml.grad(circuit)(pnp.array(0.3, requires_grad=True))  # under auto the decision's trials run here
+        return {k: tracker.totals[k] for k in ("batches", "executions")}
+
+    auto = get_device("auto", wires=3)
+    through_auto = counted(auto)
+    assert len(auto.decisions[0].measured) >= 2  # it did try (else this test says nothing)
+    assert through_auto == counted(get_device(auto.last_choice, wires=3))

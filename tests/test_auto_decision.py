@@ -183,3 +183,19 @@ def test_a_cold_runner_up_says_its_compile_is_in_its_prediction(monkeypatch, tmp
     assert "qbackends/batched.qubit 1e+03 ms predicted with its 7 s compile spread over the run (`qbackends warmup`)" in (
         decision.explain()
     )
+
+
+def test_a_trial_that_cannot_rebuild_the_step_leaves_the_backends_to_their_predictions():
+    """An untyped error in a trial is the trial's (not a refusal): nobody is passed over, the best prediction is taken."""
+
+    tried = []
+
+    def measure(key):
+        tried.append(key)
+        raise ValueError("Cannot differentiate with respect to parameter(s) [0]")
+
+    keys = ["pennylane/lightning.qubit", "qbackends/batched.qubit"]
+    model = dict.fromkeys(keys, FAST)
+    decision = auto.decide(auto.Shape(wires=6, gates=20), dict.fromkeys(keys, "adjoint"), _backends(*keys), model, measure)
+    assert tried == keys  # both were close enough to try
+    assert decision.backend == "pennylane/lightning.qubit" and decision.refused == {} and decision.measured == {}

@@ -269,3 +269,15 @@ def test_torchlayer_still_evaluates_through_the_overridden_method():
     Probe(circuit, {"w": (1,)})(torch.rand(5, 1))
     assert calls == [(5, 1)]
     assert list(inspect.signature(qml.qnn.TorchLayer._evaluate_qnode).parameters) == ["self", "x"]
+
+
+def test_the_tracker_counts_each_batch_as_pennylanes_devices_do():
+    device = BatchedQubit(wires=2)
+
+    @qml.qnode(device, diff_method="parameter-shift")
+    def circuit():
+        return qml.expval(qml.X(0))
+
+    with qml.Tracker(device) as tracker:
+        circuit()
+    assert tracker.history["batches"] == [1] and tracker.history["executions"] == [1]

@@ -183,3 +183,16 @@ def test_a_device_without_its_own_gradient_keeps_pennylanes_best():
         return qml.expval(qml.Z(0))
 
     assert abs(qml.grad(circuit)(qml.numpy.array(0.3, requires_grad=True)) + np.sin(0.3)) < 1e-10
+
+
+def test_an_operator_no_device_runs_is_pennylanes_device_error_too():
+    """PennyLane's devices raise DeviceError for an operator outside their gate set; qbackends' typed refusal is one."""
+    from qbackends.errors import UnsupportedCircuitError
+
+    device = get_device("lightning.qubit", wires=2)
+    tape = qml.tape.QuantumScript([qml.BlockEncode(np.array([[0.1]]), wires=[0, 1])], [qml.expval(qml.Z(0))])
+    with pytest.raises(qml.exceptions.DeviceError) as err:
+        device.preprocess_transforms()((tape,))
+    assert isinstance(err.value, UnsupportedCircuitError)
+    assert "it is not in the device's gate set and has no decomposition" in err.value.message
+    assert "local:pennylane/default.qubit applies most operators by their matrix" in err.value.fix

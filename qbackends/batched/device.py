@@ -73,7 +73,9 @@ class BatchedQubit(SimulatorDevice):
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         with self._compile.timing():
-            return tuple(self._run(tape).results() for tape in circuits)
+            results = tuple(self._run(tape).results() for tape in circuits)
+        self._track(batches=1, batch_len=len(circuits))
+        return results
 
     def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
         with self._compile.timing():
@@ -82,7 +84,9 @@ class BatchedQubit(SimulatorDevice):
     def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
         with self._compile.timing():
             runs = [self._run(tape) for tape in circuits]  # one forward pass each, for the values and the VJP
-            return tuple(run.results() for run in runs), self._vjps(runs, cotangents)
+            results = tuple(run.results() for run in runs), self._vjps(runs, cotangents)
+        self._track(batches=1, batch_len=len(circuits))
+        return results
 
     def _vjps(self, runs: list[Run], cotangents: Any) -> tuple[Any, ...]:
         vjps = tuple(run.vjp(cotangent) for run, cotangent in zip(runs, cotangents, strict=True))
