@@ -500,13 +500,19 @@ def _tried(
     the clearly slower leave (over ``CONTENDERS`` x the fastest), then more while the budget lasts; the lowest
     median is taken (not the lowest time: a backend whose times scatter, as lightning.kokkos' do on a busy
     machine, is not taken for its one lucky round). More rounds than ``TIMED_ROUNDS`` run while the trial stays
-    within ``TRIAL_BUDGET_SECONDS`` and ``TRIAL_SHARE`` of the run's expected ``steps``."""
+    within ``TRIAL_BUDGET_SECONDS`` and ``TRIAL_SHARE`` of the run's expected ``steps``. Past
+    ``TRIAL_BUDGET_SECONDS``, a round stops after its first contender: warm-ups go in order of prediction, timed rounds quickest first (a slow
+    backend the model mispredicted costs its warm-up, not the whole trial again)."""
     timed: dict[str, list[float]] = {}
+    last: dict[str, float] = {}  # each contender's latest time: a round runs the quickest first
     spent, budget = 0.0, TRIAL_BUDGET_SECONDS
     for round_ in range(TRIAL_ROUNDS):
         if round_ > 1 and len(timed) < 2 or round_ > TIMED_ROUNDS and spent > budget:
             break
-        for key in [k for k in contenders if k not in decision.refused] if round_ == 0 else list(timed):
+        keys = [k for k in contenders if k not in decision.refused] if round_ == 0 else sorted(timed, key=last.__getitem__)
+        for i, key in enumerate(keys):
+            if i > 0 and spent > TRIAL_BUDGET_SECONDS:
+                break  # over budget: the rest of this round (the slowest so far) is left out
             try:
                 seconds = measure(key)
             except EnvironmentSettingError:
@@ -516,7 +522,7 @@ def _tried(
                     decision.refused[key] = reason(exc)
                 timed.pop(key, None)  # (another failure is the trial's: the backend is left to its prediction)
                 continue
-            spent += seconds
+            spent, last[key] = spent + seconds, seconds
             if round_ > 0:  # the first round warms up: allocation, caches, compiled code loaded
                 timed[key].append(seconds)
             else:

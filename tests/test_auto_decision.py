@@ -199,3 +199,27 @@ def test_a_trial_that_cannot_rebuild_the_step_leaves_the_backends_to_their_predi
     decision = auto.decide(auto.Shape(wires=6, gates=20), dict.fromkeys(keys, "adjoint"), _backends(*keys), model, measure)
     assert tried == keys  # both were close enough to try
     assert decision.backend == "pennylane/lightning.qubit" and decision.refused == {} and decision.measured == {}
+
+
+def test_a_trial_over_its_budget_stops_each_round_after_the_quickest():
+    """Warm-ups in order of prediction: a fast one, then two the model mispredicted (2 s and 1.5 s against 10 ms).
+    Past the 3 s budget the fourth is not warmed up, and the timed round runs the quickest alone."""
+    tried = []
+    seconds = {
+        "qbackends/batched.qubit": 0.01,
+        "pennylane/default.qubit": 2.0,
+        "qbackends/fused.qubit": 1.5,
+        "pennylane/lightning.qubit": 0.01,
+    }
+
+    def measure(key):
+        tried.append(key)
+        return seconds[key]
+
+    keys = list(seconds)
+    model = dict.fromkeys(keys, FAST)
+    runs = {k: auto.Shape(wires=10, gates=50 + i) for i, k in enumerate(keys)}  # predicted in this order
+    shape = auto.Shape(wires=10, gates=50)
+    decision = auto.decide(shape, dict.fromkeys(keys, "adjoint"), _backends(*keys), model, measure, runs=runs)
+    assert tried == keys[:3] + ["qbackends/batched.qubit"]
+    assert decision.backend == "qbackends/batched.qubit" and decision.measured == {"qbackends/batched.qubit": 0.01}
