@@ -84,7 +84,7 @@ def run(
         if on_iteration is not None and writes:
             on_iteration(iteration, float(value))
 
-    @qml.qnode(dev)
+    @qml.qnode(dev, diff_method=None)  # values only: a gradient method would refuse probs on lightning's adjoint
     def probabilities(params: Any) -> Any:
         energy.ansatz(params)
         return qml.probs(wires=range(graph.nodes))
