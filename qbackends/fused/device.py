@@ -234,6 +234,8 @@ class FusedQubit(SimulatorDevice):
             assert terms is not None
             masks, coefs = _masks_and_coefficients(terms, index, n)
             by_level = engine.values_by_level(n, masks, coefs, self._diagonals)
+            if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
+                self._diagonals.get(n, masks, coefs)
             measure = engine.Measure(partial(self._diagonals.get, n, masks, coefs), write_state=False, by_level=by_level)
             if adjoint and engine.keeps_last_input(segments):
                 keep = kept = self._buffer("lambda", 1 << n)

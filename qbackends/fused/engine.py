@@ -72,8 +72,9 @@ class Traffic:
     amplitude: int = 16
     bytes: int = 0
 
-    def add(self, amplitudes: int, states: float = 0, levels: int = 0, diagonals: int = 0) -> None:
-        each = states * self.amplitude + levels * LEVEL_BYTES + diagonals * self.amplitude // 2
+    def add(self, amplitudes: int, states: float = 0, levels: int = 0, diagonals: int = 0, level_bytes: int = 0) -> None:
+        """``levels``: per-amplitude block values read, ``level_bytes`` each (uint16 levels unless given)."""
+        each = states * self.amplitude + levels * (level_bytes or LEVEL_BYTES) + diagonals * self.amplitude // 2
         self.bytes += int(amplitudes * each)
 
 
@@ -127,6 +128,25 @@ class DiagonalCache:
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
         return self._remember(key, out)
 
+    def proportional(self, nwires: int, masks: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """(D, factor, c0) with Σ weights·z(k & mask) = factor·(D[k] - c0) over non-zero masks: a kept
+        diagonal whose varying terms are proportional to these (a weighted cost layer and its cost
+        observable share one, half a state vector), else a new one (factor 1, c0 0)."""
+        wanted_masks, wanted = _varying_terms(masks, weights)
+        for key, diagonal in list(self._entries.items()):
+            if key[0] != "diagonal" or key[1] != nwires:
+                continue
+            kept_masks, kept_coefs = np.frombuffer(key[2], dtype=np.int64), np.frombuffer(key[3])
+            their_masks, theirs = _varying_terms(kept_masks, kept_coefs)
+            if not np.array_equal(their_masks, wanted_masks) or not theirs.size:
+                continue
+            j = int(np.argmax(np.abs(theirs)))
+            factor = float(wanted[j] / theirs[j])
+            if np.allclose(wanted, factor * theirs, rtol=1e-12, atol=0.0):
+                self._entries.move_to_end(key)
+                return diagonal, factor, float(kept_coefs[kept_masks == 0].sum())
+        return self.get(nwires, wanted_masks, wanted), 1.0, 0.0
+
     def levels(self, nwires: int, masks: np.ndarray) -> np.ndarray:
         """levels[k]: how many of ``masks`` have odd parity at k (2 bytes per amplitude)."""
         key = ("levels", nwires, masks.tobytes())
@@ -142,10 +162,13 @@ LEVEL_BYTES = 2  # a uint16 level per amplitude
 MAX_LEVELS = 1 << 16
 
 
-def _uniform(block: DiagonalBlock) -> tuple[float, float, np.ndarray] | None:
-    """(a0, c, masks) when angle(k) = a0 + c·Σ z(k & mask) over ``masks``: every non-constant term
-    has the same coefficient (an unweighted QAOA cost layer). Then angle = a0 + c·(T - 2·level)."""
-    return _uniform_terms(np.array(block.masks, dtype=np.int64), np.array(block.coefs))
+def _varying_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The non-zero masks, sorted and each once, with their summed coefficients."""
+    masks = np.asarray(masks, dtype=np.int64)
+    unique, where = np.unique(masks[masks != 0], return_inverse=True)
+    summed = np.zeros(unique.size)
+    np.add.at(summed, where, np.asarray(coefs, dtype=float)[masks != 0])
+    return unique, summed
 
 
 def _uniform_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[float, float, np.ndarray] | None:
@@ -175,16 +198,63 @@ def values_by_level(
     return cache.levels(nwires, varying), a0 + c * (varying.size - 2.0 * np.arange(varying.size + 1))
 
 
-def _by_level(
-    block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """(levels, phases) that apply the block as phases[levels[k]] (``sign`` -1 undoes it), when it is
-    uniform and a cache keeps its levels; None otherwise (the table kernels apply it)."""
-    if cache is None or (uniform := _uniform(block)) is None:
+class SweepBlock(NamedTuple):
+    """A diagonal block as a sweep applies it to a tile (``kernels._phase_tile``; ``sign`` -1 undoes it):
+    by level, phases[values[k]] (uint16 levels: every varying term has one coefficient, an unweighted
+    cut), or by angle, exp(i·(phases[0] + phases[1]·values[k])) (a kept float diagonal: a weighted cut).
+    When its varying terms have one parameter ``param`` (-1: none), their derivative by it is
+    ``offset + slope·values[k]``: their moment follows from the sums Σ q and Σ q·values. ``param``
+    None: it does not (several parameters, or rates no values express)."""
+
+    values: np.ndarray
+    phases: np.ndarray
+    param: int | None
+    offset: float = 0.0
+    slope: float = 0.0
+
+
+def _one_parameter(block: DiagonalBlock) -> int | None:
+    """The one parameter of the block's varying terms (-1 for none), or None when they have several."""
+    params = {p for m, p in zip(block.masks, block.params, strict=True) if m != 0}
+    return params.pop() if len(params) == 1 else None
+
+
+def sweep_block(
+    block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float, by_angle: bool = True
+) -> SweepBlock | None:
+    """How a sweep applies the block (see SweepBlock), when a cache keeps its values; None without one
+    (the table kernels apply it, in a pass of its own), or when it takes angles and ``by_angle`` is False."""
+    masks, coefs = np.array(block.masks, dtype=np.int64), np.array(block.coefs)
+    varying = masks != 0
+    if cache is None or not varying.any():
         return None
-    a0, c, masks = uniform
-    angles = a0 + c * (masks.size - 2.0 * np.arange(masks.size + 1))
-    return cache.levels(nwires, masks), np.exp(1j * sign * angles)
+    a0 = float(coefs[~varying].sum())
+    param = _one_parameter(block)
+    rates = np.array(block.alphas)[varying]  # d coef / d θ of each varying term
+    if (uniform := _uniform_terms(masks, coefs)) is not None:
+        _, c, levelled = uniform  # angle = a0 + c·(T - 2·level)
+        angles = a0 + c * (levelled.size - 2.0 * np.arange(levelled.size + 1))
+        values, phases = cache.levels(nwires, levelled), np.exp(1j * sign * angles)
+        if param is None or param < 0 or np.ptp(rates) != 0:
+            return SweepBlock(values, phases, param if param is not None and param < 0 else None)
+        return SweepBlock(values, phases, param, rates[0] * levelled.size, -2.0 * rates[0])
+    if not by_angle:
+        return None
+    diagonal, factor, c0 = cache.proportional(nwires, masks[varying], coefs[varying])
+    phases = np.array([sign * (a0 - factor * c0), sign * factor])  # angle = a0 + factor·(D - c0)
+    if param is None or param < 0:
+        return SweepBlock(diagonal, phases, param)
+    j = int(np.argmax(np.abs(coefs[varying])))
+    theta = coefs[varying][j] / rates[j] if rates[j] else 0.0  # coefs = θ·rates: the rates' part is factor/θ·(D - c0)
+    if theta == 0.0 or not np.allclose(coefs[varying], theta * rates, rtol=1e-12, atol=0.0):
+        return SweepBlock(diagonal, phases, None)
+    return SweepBlock(diagonal, phases, param, -factor / theta * c0, factor / theta)
+
+
+def _by_level(block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float) -> SweepBlock | None:
+    """sweep_block when it applies the block by level (``kernels.phase_by_level`` and the diagonal
+    adjoint kernels read levels only)."""
+    return sweep_block(block, nwires, cache, sign, by_angle=False)
 
 
 def tile_bits(nwires: int) -> int:
@@ -279,7 +349,7 @@ def _product_vectors(layer: ProductLayer, nwires: int) -> np.ndarray:
 
 class ProductSource(NamedTuple):
     """A state the kernels compute where they need it instead of reading it: a first product layer's
-    state, times phases[levels[k]] (a uniform diagonal block after it) unless ``levels`` is empty."""
+    state, times a diagonal block's phases (``SweepBlock``: its values and phases) unless ``levels`` is empty."""
 
     layer: ProductLayer
     levels: np.ndarray
@@ -291,13 +361,13 @@ NO_SOURCE = (np.empty((0, 2), complex), np.empty(0, complex), np.empty(0, comple
 
 
 def _product_source(prefix: list[Segment], nwires: int, cache: DiagonalCache | None) -> ProductSource | None:
-    """The state after ``prefix`` as a ProductSource: a product layer, or one and a uniform block."""
+    """The state after ``prefix`` as a ProductSource: a product layer, or one and the diagonal block after it."""
     if not prefix or len(prefix) > 2 or not isinstance(prefix[0], ProductLayer):
         return None
     if len(prefix) == 1:
         return ProductSource(prefix[0], np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex))
-    by_level = _by_level(prefix[1], nwires, cache, 1.0) if isinstance(prefix[1], DiagonalBlock) else None
-    return ProductSource(prefix[0], *by_level) if by_level else None
+    block = sweep_block(prefix[1], nwires, cache, 1.0) if isinstance(prefix[1], DiagonalBlock) else None
+    return ProductSource(prefix[0], block.values, block.phases) if block else None
 
 
 def _source_tables(source: ProductSource | None, p: Pass, nwires: int) -> tuple:
@@ -319,7 +389,7 @@ def _source_tables(source: ProductSource | None, p: Pass, nwires: int) -> tuple:
 
 def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray, levels: np.ndarray, phases: np.ndarray) -> np.ndarray:
     """Write the state ⊗_w U_w|0⟩ of a first product layer into ``psi``, in one pass; times
-    phases[levels[k]] (a uniform diagonal block after it) unless ``levels`` is empty."""
+    a diagonal block's phases (``SweepBlock``) unless ``levels`` is empty."""
     low_bits = min(nwires, K.LOW_BITS)
     vectors = _product_vectors(layer, nwires)
     K.product_state(psi, low_bits, vectors[:low_bits].copy(), vectors[low_bits:].copy(), levels, phases)
@@ -335,15 +405,14 @@ def keeps_last_input(segments: list[Segment]) -> bool:
 
 
 class Fusion(NamedTuple):
-    """Layer ``i``'s pass ``a``, the uniform diagonal block after it and pass ``b`` of the next layer
-    share one tiling: one sweep applies all three (or, in the adjoint, undoes them)."""
+    """Layer ``i``'s pass ``a``, the diagonal block after it and pass ``b`` of the next layer share
+    one tiling: one sweep applies all three (or, in the adjoint, undoes them)."""
 
     a: int
     b: int
     low: Pass  # layer i's pass a
     high: Pass  # layer i + 2's pass b
-    levels: np.ndarray
-    phases: np.ndarray
+    block: SweepBlock
 
 
 def _same_tiling(p: Pass, q: Pass) -> bool:
@@ -364,7 +433,7 @@ def _fusion(
     done: int | None = None,
     high_pass: int | None = None,
 ) -> Fusion | None:
-    """The fusion of segments i, i+1, i+2 (layer, uniform diagonal block, layer), if they are that and
+    """The fusion of segments i, i+1, i+2 (layer, diagonal block a sweep applies, layer), if they are that and
     two of the layers' passes share a tiling; ``done``: a pass of layer i already run elsewhere;
     ``high_pass``: the pass of layer i + 2 it must take."""
     if i < 0 or i + 2 >= len(segments):
@@ -372,14 +441,14 @@ def _fusion(
     low, block, high = segments[i : i + 3]
     if not (isinstance(low, ProductLayer) and isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock)):
         return None
-    by_level = _by_level(block, nwires, cache, sign)
-    if by_level is None:
+    swept = sweep_block(block, nwires, cache, sign)
+    if swept is None:
         return None
     lows, highs = _layer_passes(low, nwires), _layer_passes(high, nwires)
     for a in reversed(range(len(lows))):
         for b in range(len(highs)):
             if a != done and high_pass in (None, b) and _same_tiling(lows[a], highs[b]):
-                return Fusion(a, b, lows[a], highs[b], *by_level)
+                return Fusion(a, b, lows[a], highs[b], swept)
     return None
 
 
@@ -404,12 +473,12 @@ def forward(
     measure: Measure | None = None,
 ) -> np.ndarray:
     """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
-    ``cache`` keeps level tables of uniform diagonal blocks between executions; ``traffic`` counts bytes;
+    ``cache`` keeps blocks' level tables and diagonals between executions; ``traffic`` counts bytes;
     ``keep``: a second buffer that, if ``keeps_last_input(segments)``, is left holding the state at
     the last segment's input (at no extra cost: the segments before it run there, or the pass that
     applies the block before it writes it).
 
-    A layer, a uniform diagonal block and a layer (a QAOA mixer, cost layer, mixer) take one pass
+    A layer, a diagonal block and a layer (a QAOA mixer, cost layer, mixer) take one pass
     fewer than one by one: a pass of each layer shares a tiling, and one sweep applies both and the
     block between them. ``measure``: the expectation is taken (and λ written) by the last sweep
     if that applies a layer, else after it."""
@@ -459,11 +528,11 @@ def forward(
             *p.tiling(),
             *_cast(psi, p.mats),
             p.tile_bits,
-            fusion.levels,
-            *_cast(psi, fusion.phases, q.mats),
+            fusion.block.values,
+            *_cast(psi, fusion.block.phases, q.mats),
             q.tile_bits,
         )
-        traffic.add(psi.size, states=3 if into is not None else 2, levels=1)
+        traffic.add(psi.size, states=3 if into is not None else 2, levels=1, level_bytes=fusion.block.values.itemsize)
         i += 2
     if measure is not None and not measured:
         _measure(psi, measure, traffic)  # the last sweep did not apply a layer
@@ -522,24 +591,25 @@ def _layer_pass(
         measure.value = value
         if undoing:
             measure.undone = index, moments
-    levels_read = int(product is not None and product.levels.size > 0) + int(measure is not None and levels.size > 0)
+    level_bytes = (product.levels.itemsize if product is not None and product.levels.size else 0) + (
+        levels.itemsize if measure is not None and levels.size else 0
+    )
     states = int(product is None) + int(out.size > 0) + int(lam.size > 0)
-    traffic.add(psi.size, states=states, levels=levels_read, diagonals=int(measure is not None and not levels.size))
+    traffic.add(psi.size, states=states, levels=int(level_bytes > 0), level_bytes=level_bytes)
+    traffic.add(psi.size, diagonals=int(measure is not None and not levels.size))
 
 
-def _first_block(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """(levels, phases) of a uniform diagonal block right after a first product layer (QAOA's first
-    cost layer after |+⟩): applied as the product state is written."""
+def _first_block(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> SweepBlock | None:
+    """The diagonal block right after a first product layer (QAOA's first cost layer after |+⟩),
+    when a sweep can apply it: applied as the product state is written."""
     if len(segments) > 1 and isinstance(segments[0], ProductLayer) and isinstance(segments[1], DiagonalBlock):
-        return _by_level(segments[1], nwires, cache, 1.0)
+        return sweep_block(segments[1], nwires, cache, 1.0)
     return None
 
 
-def _initial_state(
-    initial: list[Segment], nwires: int, psi: np.ndarray, block: tuple[np.ndarray, np.ndarray] | None, traffic: Traffic
-) -> None:
+def _initial_state(initial: list[Segment], nwires: int, psi: np.ndarray, block: SweepBlock | None, traffic: Traffic) -> None:
     """Write the state after the ``initial`` segments: none (|0...0⟩), a product layer (a product
-    state) or a product layer and the uniform diagonal block after it (its ``block`` levels and phases)."""
+    state) or a product layer and the diagonal block after it (``block``)."""
     if not initial:
         psi[:] = 0.0
         psi[0] = 1.0
@@ -547,9 +617,11 @@ def _initial_state(
         return
     layer = initial[0]
     assert isinstance(layer, ProductLayer)
-    levels, phases = block if len(initial) == 2 and block else (np.empty(0, dtype=np.uint16), np.ones(1, dtype=complex))
-    initial_product(layer, nwires, psi, levels, phases)
-    traffic.add(psi.size, states=1, levels=levels.size > 0)
+    levels, phases = (
+        (block.values, block.phases) if len(initial) == 2 and block else (np.empty(0, np.uint16), np.ones(1, complex))
+    )
+    initial_product(layer, nwires, psi, levels, *_cast(psi, phases))
+    traffic.add(psi.size, states=1, levels=levels.size > 0, level_bytes=levels.itemsize)
 
 
 def _apply_layer(
@@ -565,8 +637,7 @@ def _apply_layer(
 def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | None = None, traffic: Traffic | None = None) -> None:
     traffic = traffic if traffic is not None else Traffic()
     if isinstance(seg, DiagonalBlock) and (by_level := _by_level(seg, nwires, cache, 1.0)):
-        levels, phases = by_level
-        K.phase_by_level(psi, levels, *_cast(psi, phases))
+        K.phase_by_level(psi, by_level.values, *_cast(psi, by_level.phases))
         traffic.add(psi.size, states=2, levels=1)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
@@ -654,56 +725,46 @@ def adjoint_gradient(
     return grad
 
 
-def _level_parameter(block: DiagonalBlock) -> bool:
-    """Whether the block's moments follow from level sums (``_add_level_moments``): all its varying
-    terms have one parameter (or none) and one alpha, as a QAOA cost layer's do."""
-    varying = [(p, a) for m, p, a in zip(block.masks, block.params, block.alphas, strict=True) if m != 0]
-    return len(set(varying)) == 1
-
-
 def _block_at_input(
     segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None
-) -> tuple[DiagonalBlock, np.ndarray] | None:
-    """(block, levels) when segment i - 1 is the first segment with parameters and a uniform diagonal
-    block whose moments the adjoint pass over layer i takes at its input."""
+) -> tuple[DiagonalBlock, SweepBlock] | None:
+    """(block, how a sweep applies it) when segment i - 1 is the first segment with parameters and a
+    diagonal block whose moments the adjoint pass over layer i takes at its input."""
     block = segments[i - 1] if i - 1 == first_needed else None
-    if not isinstance(block, DiagonalBlock) or not _level_parameter(block):
+    if not isinstance(block, DiagonalBlock):
         return None
-    by_level = _by_level(block, nwires, cache, -1.0)
-    return (block, by_level[0]) if by_level else None
+    swept = sweep_block(block, nwires, cache, -1.0)
+    return (block, swept) if swept is not None and swept.param is not None else None
 
 
-def _add_level_moments(grad: np.ndarray, block: DiagonalBlock, sums: np.ndarray) -> None:
-    """The block's gradient from sums[t] = (Σ q, Σ q·level): its varying terms' z sum to T - 2·level."""
+def _add_block_moments(grad: np.ndarray, block: DiagonalBlock, swept: SweepBlock, sums: np.ndarray) -> None:
+    """The block's gradient from sums[t] = (Σ q, Σ q·values): its varying terms' derivative is
+    offset + slope·values (SweepBlock), its constant terms' the alphas."""
     s0, s1 = sums.sum(axis=0)
-    count = sum(m != 0 for m in block.masks)
-    varying_done = False
     for mask, param, alpha in zip(block.masks, block.params, block.alphas, strict=True):
-        if param < 0 or alpha == 0.0:
-            continue
-        if mask == 0:
+        if mask == 0 and param >= 0 and alpha != 0.0:
             grad[param] += -2.0 * alpha * s0
-        elif not varying_done:
-            grad[param] += -2.0 * alpha * (count * s0 - 2.0 * s1)
-            varying_done = True
+    if swept.param is not None and swept.param >= 0:
+        grad[swept.param] += -2.0 * (swept.offset * s0 + swept.slope * s1)
 
 
 def _adjoint_fusion(
     segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None, done: int | None
 ) -> Fusion | None:
-    """The fusion for the adjoint pass over the kept last layer i, the uniform block before it and
+    """The fusion for the adjoint pass over the kept last layer i, the diagonal block before it and
     the layer before that, when that layer's input is refilled from a cheap prefix. Of a layer of two
     passes, one ``done`` (undone on λ, its moments taken), it takes the other, which the sweep then
     undoes; else the ``done`` one if there is one."""
     block = segments[i - 1] if i - 2 > first_needed else None
-    if not isinstance(block, DiagonalBlock) or not _level_parameter(block) or not _cheap_prefix(segments[: i - 2]):
+    if not isinstance(block, DiagonalBlock) or _one_parameter(block) is None or not _cheap_prefix(segments[: i - 2]):
         return None
     last = segments[i]
     assert isinstance(last, ProductLayer)
+    fusion = None
     if done is not None and len(_layer_passes(last, nwires)) == 2:
-        if fusion := _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=1 - done):
-            return fusion
-    return _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=done)
+        fusion = _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=1 - done)
+    fusion = fusion or _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=done)
+    return fusion if fusion is not None and fusion.block.param is not None else None
 
 
 def _fused_adjoint(
@@ -748,15 +809,15 @@ def _fused_adjoint(
         out,
         (True, True, False, True),
         K.DIAGONAL_AT_OUTPUT,
-        (fusion.levels, fusion.phases, sums),
+        (fusion.block.values, fusion.block.phases, sums),
         carried_args,
         NO_SOURCE,
     )
-    traffic.add(phi.size, states=3, levels=1)
+    traffic.add(phi.size, states=3, levels=1, level_bytes=fusion.block.values.itemsize)
     if carried_out is not None:
         _add_moments(grad, carried, carried_out)
     _add_moments(grad, p, out)
-    _add_level_moments(grad, block, sums)
+    _add_block_moments(grad, block, fusion.block, sums)
     source = _product_source(segments[: i - 2], nwires, cache)  # layer i - 2's input, computed where needed
     if source is None:
         forward(segments[: i - 2], nwires, phi, cache, traffic)  # or written into φ
@@ -792,8 +853,9 @@ def _diagonal_adjoint(
     rowsum = np.zeros(phi.size >> t.low_bits)
     moments = np.zeros((nthreads, 1 + t.gmask.size, 1 << t.low_bits))
     if by_level := _by_level(seg, nwires, cache, -1.0):
-        levels, phases = by_level
-        K.diag_adjoint_levels(phi, lam, levels, *_cast(phi, phases), t.low_bits, t.gmask, rowsum, moments, nthreads, undo)
+        K.diag_adjoint_levels(
+            phi, lam, by_level.values, *_cast(phi, by_level.phases), t.low_bits, t.gmask, rowsum, moments, nthreads, undo
+        )
         traffic.add(phi.size, states=4 if undo else 2, levels=1)
     else:
         phase_a, phase_c = _phase_tables(t, -1.0)
@@ -841,7 +903,7 @@ def _layer_adjoint_lambda(
     source: ProductSource | None = None,
     first: int | None = None,
     skip: int | None = None,
-    at_input: tuple[DiagonalBlock, np.ndarray] | None = None,
+    at_input: tuple[DiagonalBlock, SweepBlock] | None = None,
 ) -> tuple[np.ndarray | None, bool]:
     """Moments of the layer's gates, undoing it on λ alone: a third fewer butterflies than with φ.
     φ holds the layer's input; or (``refill``) its output, and refill(φ) writes the input there once
@@ -851,7 +913,7 @@ def _layer_adjoint_lambda(
     pass's at the input, any others' in an extra read.
 
     ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
-    ``skip``: a pass already undone, its moments taken; ``at_input``: (block, levels) of a uniform
+    ``skip``: a pass already undone, its moments taken; ``at_input``: (block, SweepBlock) of a
     diagonal block right before the layer, the first with parameters: its moments are taken in the
     last pass, at the layer's input (returns True then)."""
     nthreads = K.threads()
@@ -861,7 +923,7 @@ def _layer_adjoint_lambda(
 
     def run(k: int, before: bool, undo: bool, after: bool, block: bool) -> None:
         p = passes[k]
-        levels = at_input[1] if block and at_input else np.empty(0, dtype=np.uint16)
+        levels, phases = (at_input[1].values, at_input[1].phases[:0]) if block and at_input else NO_SOURCE[3:]
         diagonal = K.DIAGONAL_AT_INPUT if block else K.NO_DIAGONAL
         write = undo and not block  # after the block's moments nothing reads λ
         computed = source is not None and not before  # φ at the input, computed
@@ -873,14 +935,15 @@ def _layer_adjoint_lambda(
             outs[k],
             (before, undo, after, write),
             diagonal,
-            (levels, np.empty(0, dtype=complex), sums),
+            (levels, phases, sums),
             NO_CARRIED,
             tables,
         )
         reads_phi = before or after or block
         # levels: the block's, which are also the computed input's (its prefix ends with that block)
         levels_read = block or (reads_phi and computed and source is not None and source.levels.size > 0)
-        traffic.add(phi.size, states=1 + (reads_phi and not computed) + write, levels=bool(levels_read))
+        level_bytes = levels.itemsize if block else source.levels.itemsize if source is not None else 0
+        traffic.add(phi.size, states=1 + (reads_phi and not computed) + write, levels=bool(levels_read), level_bytes=level_bytes)
 
     others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
     order = ([first] if first is not None else []) + others
@@ -899,7 +962,7 @@ def _layer_adjoint_lambda(
         if k not in (first, skip):
             _add_moments(grad, p, out)
     if took_block and at_input:
-        _add_level_moments(grad, at_input[0], sums)
+        _add_block_moments(grad, at_input[0], at_input[1], sums)
     return (outs[first] if first is not None else None), took_block
 
 

@@ -2,8 +2,10 @@
 
 Diagonal blocks: angle(k) = A[lo] + Σ_j bcoef_j z(hi & bmask_j) + Σ_g z(hi & gmask_g) C[g, lo], where
 z(x) = (-1)^popcount(x). One pass applies exp(i·sign·angle) to the state (and to λ in the adjoint pass),
-as a product of precomputed phase tables, or, when the angle takes few values (an unweighted cut),
-from a table indexed by each amplitude's level: no trigonometry per amplitude either way.
+as a product of precomputed phase tables, without trigonometry per amplitude. Inside the sweeps of the
+product layers around it a block is applied by level (its angle takes few values, an unweighted cut:
+a table indexed by each amplitude's level) or by angle (a weighted cut: from a kept diagonal, with a
+polynomial exp(i·x) that vectorises).
 Product layers: single-qubit gates on distinct wires, tile by tile in split real/imaginary buffers.
 Kernels are compiled on first use and cached on disk where that is safe (``simbase.cachedir``).
 """
@@ -200,7 +202,7 @@ def diag_adjoint_levels(phi, lam, levels, table, low_bits, gmask, rowsum, moment
 @njit(parallel=True)
 def product_state(psi, low_bits, low_vectors, high_vectors, levels, phases):
     """psi = ⊗ single-qubit states: low_vectors[b] / high_vectors[b] are the (2,) vectors of bit b;
-    then, unless ``levels`` is empty, psi[k] *= phases[levels[k]] (a diagonal block, in the same pass)."""
+    then, unless ``levels`` is empty, a diagonal block's phases (``_phase_tile``), in the same pass."""
     size = 1 << low_bits
     table = np.ones(size, dtype=np.complex128)
     for lo in range(size):
@@ -211,9 +213,16 @@ def product_state(psi, low_bits, low_vectors, high_vectors, levels, phases):
         for b in range(high_vectors.shape[0]):
             factor *= high_vectors[b, (hi >> b) & 1]
         off = hi * size
-        if levels.size:
+        if levels.size:  # the block's phases on split buffers (_phase_tile), then written back
+            re = np.empty(size, dtype=psi.real.dtype)
+            im = np.empty(size, dtype=psi.real.dtype)
             for lo in range(size):
-                psi[off + lo] = factor * table[lo] * phases[levels[off + lo]]
+                v = factor * table[lo]
+                re[lo] = v.real
+                im[lo] = v.imag
+            _phase_tile(re, im, levels[off : off + size], phases)
+            for lo in range(size):
+                psi[off + lo] = complex(re[lo], im[lo])
         else:
             for lo in range(size):
                 psi[off + lo] = factor * table[lo]
@@ -561,19 +570,67 @@ def _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed):
     return out
 
 
-@njit()
-def _phase_tile(re, im, tile_levels, phases):
-    """Buffers *= phases[level] per amplitude: a uniform diagonal block on a gathered tile."""
-    for t in range(re.size):
-        p = phases[tile_levels[t]]
-        xr, xi = re[t], im[t]
-        re[t] = xr * p.real - xi * p.imag
-        im[t] = xr * p.imag + xi * p.real
+# exp(i·x) without a library call, so that its loops vectorise: x = n·π/2 + r, |r| ≤ π/4 (π/2 in two
+# parts, the first exact in n·PIO2_HI), then Taylor polynomials of r (the next terms are below 5e-17).
+TWO_OVER_PI = 0.6366197723675814
+PIO2_HI = 1.57079632673412561417e00
+PIO2_LO = 6.07710050650619224932e-11
+SIN_TAYLOR = (-1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800, 1 / 6227020800, -1 / 1307674368000)
+COS_TAYLOR = (-1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800, 1 / 479001600, -1 / 87178291200, 1 / 20922789888000)
+S1, S2, S3, S4, S5, S6, S7 = SIN_TAYLOR
+C1, C2, C3, C4, C5, C6, C7, C8 = COS_TAYLOR
+
+
+# Every fast-math flag but reassociation, which would fold the two parts of π/2 into one.
+@njit(fastmath={"contract", "nsz", "arcp", "ninf", "nnan"})
+def _phase_tile_by_angle(re, im, tile_values, offset, slope):
+    """Buffers *= exp(i·(offset + slope·value)) per amplitude, in float64 whatever the buffers' precision."""
+    for t in range(np.uint64(re.size)):
+        x = offset + slope * np.float64(tile_values[t])
+        n = np.floor(x * TWO_OVER_PI + 0.5)
+        r = (x - n * PIO2_HI) - n * PIO2_LO
+        r2 = r * r
+        s = r + r * r2 * (S1 + r2 * (S2 + r2 * (S3 + r2 * (S4 + r2 * (S5 + r2 * (S6 + r2 * S7))))))
+        c = 1.0 + r2 * (C1 + r2 * (C2 + r2 * (C3 + r2 * (C4 + r2 * (C5 + r2 * (C6 + r2 * (C7 + r2 * C8)))))))
+        q = np.int64(n) & 3  # exp(i·x) = i^q (c + i·s)
+        odd = np.float64(q & 1)
+        cos_sign = 1.0 - 2.0 * np.float64(((q + 1) >> 1) & 1)
+        sin_sign = 1.0 - 2.0 * np.float64((q >> 1) & 1)
+        pr = cos_sign * (c + odd * (s - c))
+        pi = sin_sign * (s + odd * (c - s))
+        xr, xi = np.float64(re[t]), np.float64(im[t])
+        re[t] = xr * pr - xi * pi
+        im[t] = xr * pi + xi * pr
+
+
+def _phase_tile(re, im, tile_values, phases):
+    """Buffers *= a diagonal block's phases on a gathered tile. By level (uint16 values: an unweighted
+    cut): phases[level]. By angle (float values: a weighted cut's diagonal): exp(i·(phases[0] + phases[1]·value)),
+    ``phases`` then two float64 numbers, the angle's offset and slope (``engine.sweep_block``)."""
+
+
+@numba.extending.overload(_phase_tile)
+def _phase_tile_for(re, im, tile_values, phases):
+    if isinstance(tile_values.dtype, numba.types.Integer):
+
+        def by_level(re, im, tile_values, phases):
+            for t in range(re.size):
+                p = phases[tile_values[t]]
+                xr, xi = re[t], im[t]
+                re[t] = xr * p.real - xi * p.imag
+                im[t] = xr * p.imag + xi * p.real
+
+        return by_level
+
+    def by_angle(re, im, tile_values, phases):
+        _phase_tile_by_angle(re, im, tile_values, phases[0], phases[1])
+
+    return by_angle
 
 
 @njit()
 def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
-    """sums[t] += (Σ q, Σ q·level) over a tile, q = Im(conj(λ) φ): a uniform block's moments."""
+    """sums[t] += (Σ q, Σ q·value) over a tile, q = Im(conj(λ) φ): a swept block's moments."""
     s0 = 0.0
     s1 = 0.0
     for k in range(pre.size):
@@ -683,8 +740,8 @@ def layer_apply(
 
 @njit(parallel=True, fastmath=True)
 def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2):
-    """psi ← gates2 · phases[levels] · gates1 psi in one pass: a pass of one layer, the uniform diagonal
-    block after it and a pass of the next layer, all of one tiling. ``keep`` (unless empty) is left
+    """psi ← gates2 · D · gates1 psi in one pass: a pass of one layer, the diagonal block D after it
+    (``_phase_tile``: levels and phases) and a pass of the next layer, all of one tiling. ``keep`` (unless empty) is left
     holding the state after the block."""
     width = 1 << (run_bits + high_bits.size)
     for tile in prange(1 << rest_bits.size):
@@ -729,7 +786,7 @@ def layer_adjoint_lambda(
     taken ``before`` or ``after`` it. φ must be at the position λ is at then: every moment of the
     layer may be taken at its output (before any undoing) or at its input (after all of it).
 
-    A uniform diagonal block (``block``: levels, phases that undo it, sums) joins the pass: ``DIAGONAL_AT_OUTPUT``,
+    A diagonal block (``block``: its values, phases that undo it (``_phase_tile``), sums) joins the pass: ``DIAGONAL_AT_OUTPUT``,
     the block right after the layer: first the moments of a later layer's gates of this tiling
     (``carried``: tile bits, generators, out; φ and λ at that layer's input, the block's output), then the block's sums
     (``_level_sums``), then it is undone on φ and λ (in the tile) before the gates' pass.
@@ -746,8 +803,7 @@ def layer_adjoint_lambda(
             _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
             if before or after or diagonal != NO_DIAGONAL:
                 _load(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed, source)
-            no_levels = np.empty(0, dtype=np.uint16)
-            tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else no_levels
+            tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else levels[:0]
             if diagonal == DIAGONAL_AT_OUTPUT:
                 if carried_inverses.shape[0]:
                     _apply_gates(lre, lim, carried_bits, carried_inverses)
