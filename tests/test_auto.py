@@ -283,9 +283,10 @@ def test_trials_are_not_counted_by_the_users_tracker():
 
         with qml.Tracker(device) as tracker:
             qml.grad(circuit)(pnp.array(0.3, requires_grad=True))  # under auto the decision's trials run here
-        return {k: tracker.totals[k] for k in ("batches", "executions")}
+        return dict(tracker.totals)  # lightning counts execute_and_derivative_batches, fused.qubit batches
 
     auto = get_device("auto", wires=3)
     through_auto = counted(auto)
     assert len(auto.decisions[0].measured) >= 2  # it did try (else this test says nothing)
+    assert through_auto["executions"] >= 1
     assert through_auto == counted(get_device(auto.last_choice, wires=3))

@@ -128,10 +128,12 @@ class DiagonalCache:
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
         return self._remember(key, out)
 
-    def proportional(self, nwires: int, masks: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, float, float]:
+    def proportional(
+        self, nwires: int, masks: np.ndarray, weights: np.ndarray, create: bool = True
+    ) -> tuple[np.ndarray, float, float] | None:
         """(D, factor, c0) with Σ weights·z(k & mask) = factor·(D[k] - c0) over non-zero masks: a kept
         diagonal whose varying terms are proportional to these (a weighted cost layer and its cost
-        observable share one, half a state vector), else a new one (factor 1, c0 0)."""
+        observable share one, half a state vector), else a new one (factor 1, c0 0) if ``create``."""
         wanted_masks, wanted = _varying_terms(masks, weights)
         for key, diagonal in list(self._entries.items()):
             if key[0] != "diagonal" or key[1] != nwires:
@@ -145,7 +147,7 @@ class DiagonalCache:
             if np.allclose(wanted, factor * theirs, rtol=1e-12, atol=0.0):
                 self._entries.move_to_end(key)
                 return diagonal, factor, float(kept_coefs[kept_masks == 0].sum())
-        return self.get(nwires, wanted_masks, wanted), 1.0, 0.0
+        return (self.get(nwires, wanted_masks, wanted), 1.0, 0.0) if create else None
 
     def levels(self, nwires: int, masks: np.ndarray) -> np.ndarray:
         """levels[k]: how many of ``masks`` have odd parity at k (2 bytes per amplitude)."""
@@ -240,15 +242,22 @@ def sweep_block(
         return SweepBlock(values, phases, param, rates[0] * levelled.size, -2.0 * rates[0])
     if not by_angle:
         return None
-    diagonal, factor, c0 = cache.proportional(nwires, masks[varying], coefs[varying])
-    phases = np.array([sign * (a0 - factor * c0), sign * factor])  # angle = a0 + factor·(D - c0)
-    if param is None or param < 0:
-        return SweepBlock(diagonal, phases, param)
-    j = int(np.argmax(np.abs(coefs[varying])))
-    theta = coefs[varying][j] / rates[j] if rates[j] else 0.0  # coefs = θ·rates: the rates' part is factor/θ·(D - c0)
-    if theta == 0.0 or not np.allclose(coefs[varying], theta * rates, rtol=1e-12, atol=0.0):
-        return SweepBlock(diagonal, phases, None)
-    return SweepBlock(diagonal, phases, param, -factor / theta * c0, factor / theta)
+    if param is not None and param >= 0:  # coefs = θ·rates: the diagonal of the rates is kept across steps
+        j = int(np.argmax(np.abs(rates)))
+        theta = coefs[varying][j] / rates[j] if rates[j] else 0.0
+        if theta != 0.0 and np.allclose(coefs[varying], theta * rates, rtol=1e-12, atol=0.0):
+            found = cache.proportional(nwires, masks[varying], rates)
+            assert found is not None
+            diagonal, factor, c0 = found  # Σ rates·z = factor·(D - c0), angle = a0 + θ·factor·(D - c0)
+            slope = theta * factor
+            return SweepBlock(diagonal, np.array([sign * (a0 - slope * c0), sign * slope]), param, -factor * c0, factor)
+    # several parameters (coefficients that change every step): only from a diagonal already kept;
+    # a fixed block's own is kept
+    found = cache.proportional(nwires, masks[varying], coefs[varying], create=param == -1)
+    if found is None:
+        return None
+    diagonal, factor, c0 = found
+    return SweepBlock(diagonal, np.array([sign * (a0 - factor * c0), sign * factor]), -1 if param == -1 else None)
 
 
 def _by_level(block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float) -> SweepBlock | None:
