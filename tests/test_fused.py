@@ -499,6 +499,19 @@ def _qaoa_segments(n, weighted):
     return segments, nparams, cost
 
 
+def _qml_qaoa(n, cost, mixer, layers):
+    """The user's QAOA ansatz with qml.qaoa layers: |+>, then cost and mixer layers of p[0] and p[1]."""
+
+    def ansatz(p):
+        for w in range(n):
+            qml.Hadamard(w)
+        for layer in range(layers):
+            qml.qaoa.cost_layer(p[0][layer], cost)
+            qml.qaoa.mixer_layer(p[1][layer], mixer)
+
+    return ansatz
+
+
 @pytest.mark.parametrize(("weighted", "values"), [(False, np.uint16), (True, np.float64)])
 def test_swept_cost_layers_match_the_trigonometric_path(weighted, values):
     """A cost layer applied inside the mixers' sweeps, by level (unweighted: a table of its m+1 phases)
@@ -513,15 +526,8 @@ def test_swept_cost_layers_match_the_trigonometric_path(weighted, values):
     if weighted:
         cost = qml.Hamiltonian(np.linspace(0.3, 1.7, len(cost.coeffs)), cost.ops)
 
-    def ansatz(p):
-        for w in range(n):
-            qml.Hadamard(w)
-        for layer in range(3):
-            qml.qaoa.cost_layer(p[0][layer], cost)
-            qml.qaoa.mixer_layer(p[1][layer], mixer)
-
     device = get_device(FUSED, wires=n)
-    tape = qml.tape.make_qscript(ansatz)(random_params((2, 3)))
+    tape = qml.tape.make_qscript(_qml_qaoa(n, cost, mixer, 3))(random_params((2, 3)))
     (tape,), _ = device.preprocess_transforms()((qml.tape.QuantumScript(tape.operations, [qml.expval(cost)]),))
     segments, nparams = compile_operations(tape.operations, {w: i for i, w in enumerate(range(n))}, n)
     terms = [(list(w.keys()), float(c)) for w, c in cost.pauli_rep.items()]
@@ -598,13 +604,11 @@ def test_tracker_reports_the_bytes_the_kernels_move(layers, energy, gradient):
     cost, mixer = qml.qaoa.maxcut(nx.gnm_random_graph(n, 24, seed=1967))
     device = get_device(FUSED, wires=n)
 
+    ansatz = _qml_qaoa(n, cost, mixer, layers)
+
     @qml.qnode(device, diff_method="adjoint")
     def circuit(p):
-        for w in range(n):
-            qml.Hadamard(w)
-        for layer in range(layers):
-            qml.qaoa.cost_layer(p[0][layer], cost)
-            qml.qaoa.mixer_layer(p[1][layer], mixer)
+        ansatz(p)
         return qml.expval(cost)
 
     params = np.random.default_rng(3).uniform(0, 1, (2, layers))
@@ -632,14 +636,11 @@ def test_weighted_cost_layers_join_the_mixers_sweeps(layers):
     for name in (FUSED, "local:pennylane/lightning.qubit"):
         device = get_device(name, wires=n)
         for label, cost in (("weighted", weighted), ("unweighted", unweighted)):
+            ansatz = _qml_qaoa(n, cost, mixer, layers)
 
             @qml.qnode(device, diff_method="adjoint")
-            def circuit(p, cost=cost):
-                for w in range(n):
-                    qml.Hadamard(w)
-                for layer in range(layers):
-                    qml.qaoa.cost_layer(p[0][layer], cost)
-                    qml.qaoa.mixer_layer(p[1][layer], mixer)
+            def circuit(p, cost=cost, ansatz=ansatz):
+                ansatz(p)
                 return qml.expval(cost)
 
             with qml.Tracker(device) as tracker:
