@@ -72,9 +72,9 @@ class Traffic:
     amplitude: int = 16
     bytes: int = 0
 
-    def add(self, amplitudes: int, states: float = 0, levels: int = 0, diagonals: int = 0, level_bytes: int = 0) -> None:
-        """``levels``: per-amplitude block values read, ``level_bytes`` each (uint16 levels unless given)."""
-        each = states * self.amplitude + levels * (level_bytes or LEVEL_BYTES) + diagonals * self.amplitude // 2
+    def add(self, amplitudes: int, states: float = 0, values: int = 0, diagonals: int = 0) -> None:
+        """``values``: bytes of diagonal blocks' values read per amplitude (LEVEL_BYTES for a level)."""
+        each = states * self.amplitude + values + diagonals * self.amplitude // 2
         self.bytes += int(amplitudes * each)
 
 
@@ -238,7 +238,7 @@ def sweep_block(
         angles = a0 + c * (levelled.size - 2.0 * np.arange(levelled.size + 1))
         values, phases = cache.levels(nwires, levelled), np.exp(1j * sign * angles)
         if param is None or param < 0 or np.ptp(rates) != 0:
-            return SweepBlock(values, phases, param if param is not None and param < 0 else None)
+            return SweepBlock(values, phases, param if param == -1 else None)
         return SweepBlock(values, phases, param, rates[0] * levelled.size, -2.0 * rates[0])
     if not by_angle:
         return None
@@ -546,7 +546,7 @@ def forward(
             *_cast(psi, fusion.block.phases, q.mats),
             q.tile_bits,
         )
-        traffic.add(psi.size, states=3 if into is not None else 2, levels=1, level_bytes=fusion.block.values.itemsize)
+        traffic.add(psi.size, states=3 if into is not None else 2, values=fusion.block.values.itemsize)
         i += 2
     if measure is not None and not measured:
         _measure(psi, measure, traffic)  # the last sweep did not apply a layer
@@ -605,12 +605,11 @@ def _layer_pass(
         measure.value = value
         if undoing:
             measure.undone = index, moments
-    level_bytes = (product.levels.itemsize if product is not None and product.levels.size else 0) + (
+    values = (product.levels.itemsize if product is not None and product.levels.size else 0) + (
         levels.itemsize if measure is not None and levels.size else 0
     )
     states = int(product is None) + int(out.size > 0) + int(lam.size > 0)
-    traffic.add(psi.size, states=states, levels=int(level_bytes > 0), level_bytes=level_bytes)
-    traffic.add(psi.size, diagonals=int(measure is not None and not levels.size))
+    traffic.add(psi.size, states=states, values=values, diagonals=int(measure is not None and not levels.size))
 
 
 def _first_block(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> SweepBlock | None:
@@ -635,7 +634,7 @@ def _initial_state(initial: list[Segment], nwires: int, psi: np.ndarray, block: 
         (block.values, block.phases) if len(initial) == 2 and block else (np.empty(0, np.uint16), np.ones(1, complex))
     )
     initial_product(layer, nwires, psi, levels, *_cast(psi, phases))
-    traffic.add(psi.size, states=1, levels=levels.size > 0, level_bytes=levels.itemsize)
+    traffic.add(psi.size, states=1, values=levels.itemsize if levels.size else 0)
 
 
 def _apply_layer(
@@ -652,7 +651,7 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
     traffic = traffic if traffic is not None else Traffic()
     if isinstance(seg, DiagonalBlock) and (by_level := _by_level(seg, nwires, cache, 1.0)):
         K.phase_by_level(psi, by_level.values, *_cast(psi, by_level.phases))
-        traffic.add(psi.size, states=2, levels=1)
+        traffic.add(psi.size, states=2, values=LEVEL_BYTES)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
         phase_a, phase_c = _phase_tables(t, 1.0)
@@ -833,7 +832,7 @@ def _fused_adjoint(
         carried_args,
         NO_SOURCE,
     )
-    traffic.add(phi.size, states=3, levels=1, level_bytes=fusion.block.values.itemsize)
+    traffic.add(phi.size, states=3, values=fusion.block.values.itemsize)
     if carried_out is not None:
         _add_moments(grad, carried, carried_out)
     _add_moments(grad, p, out)
@@ -876,7 +875,7 @@ def _diagonal_adjoint(
         K.diag_adjoint_levels(
             phi, lam, by_level.values, *_cast(phi, by_level.phases), t.low_bits, t.gmask, rowsum, moments, nthreads, undo
         )
-        traffic.add(phi.size, states=4 if undo else 2, levels=1)
+        traffic.add(phi.size, states=4 if undo else 2, values=LEVEL_BYTES)
     else:
         phase_a, phase_c = _phase_tables(t, -1.0)
         K.diag_adjoint_tables(phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo)
@@ -943,7 +942,8 @@ def _layer_adjoint_lambda(
 
     def run(k: int, before: bool, undo: bool, after: bool, block: bool) -> None:
         p = passes[k]
-        levels, phases = (at_input[1].values, at_input[1].phases[:0]) if block and at_input else NO_SOURCE[3:]
+        no_block = (np.empty(0, dtype=np.uint16), np.empty(0, dtype=complex))  # the phases: unused at the input
+        levels, phases = (at_input[1].values, at_input[1].phases[:0]) if block and at_input else no_block
         diagonal = K.DIAGONAL_AT_INPUT if block else K.NO_DIAGONAL
         write = undo and not block  # after the block's moments nothing reads λ
         computed = source is not None and not before  # φ at the input, computed
@@ -962,8 +962,8 @@ def _layer_adjoint_lambda(
         reads_phi = before or after or block
         # levels: the block's, which are also the computed input's (its prefix ends with that block)
         levels_read = block or (reads_phi and computed and source is not None and source.levels.size > 0)
-        level_bytes = levels.itemsize if block else source.levels.itemsize if source is not None else 0
-        traffic.add(phi.size, states=1 + (reads_phi and not computed) + write, levels=bool(levels_read), level_bytes=level_bytes)
+        values = (levels.itemsize if block else source.levels.itemsize if source is not None else 0) if levels_read else 0
+        traffic.add(phi.size, states=1 + (reads_phi and not computed) + write, values=values)
 
     others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
     order = ([first] if first is not None else []) + others
