@@ -545,6 +545,7 @@ def forward(
             fusion.block.values,
             *_cast(psi, fusion.block.phases, q.mats),
             q.tile_bits,
+            K.threads(),
         )
         traffic.add(psi.size, states=3 if into is not None else 2, values=fusion.block.values.itemsize)
         i += 2
@@ -600,6 +601,7 @@ def _layer_pass(
         undo,
         p.generators,
         moments,
+        K.threads(),
     )
     if measure is not None:
         measure.value = value

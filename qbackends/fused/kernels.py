@@ -29,9 +29,8 @@ LOW_BITS = 11  # product states: runs of 2048 amplitudes
 SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom of its tiles
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
 MAX_TILE_BITS = 19  # above 24 wires tiles grow (engine.tile_bits) rather than a layer take a third pass over the state
-TRANSPOSE_AMPS = 1024  # transposed tiles (contiguous: a first pass's) are split 1024 amplitudes at a time, then transposed in L1
+TRANSPOSE_BYTES = 16384  # transposed tiles (contiguous: a first pass's) are moved 16 KiB at a time, through L1
 PAIR_MIN_BIT = 4  # gates on bits below pair badly: runs shorter than 16 amplitudes
-RUN_GROUP = 4  # runs of a tile are copied four side by side: more of memory's latency overlaps
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
@@ -229,14 +228,22 @@ def product_state(psi, low_bits, low_vectors, high_vectors, levels, phases):
 
 
 @njit(inline="always")
-def _run_start(tile, rest_bits, high_bits, run):
-    """Global index of the first amplitude of run ``run`` (its chosen high bits) of tile ``tile``."""
-    index = 0
+def _tile_base(tile, rest_bits):
+    """Global index of a tile's first amplitude: the tile's number spread over its rest bits."""
+    index = np.uint64(0)
     for i in range(rest_bits.size):
-        index |= ((tile >> i) & 1) << rest_bits[i]
-    for i in range(high_bits.size):
-        index |= ((run >> i) & 1) << high_bits[i]
+        index |= np.uint64((tile >> i) & 1) << np.uint64(rest_bits[i])
     return index
+
+
+@njit(inline="always")
+def _run_offsets(high_bits):
+    """Each run's first amplitude less its tile's (one run per value of the high bits): the same for every tile."""
+    offsets = np.zeros(1 << high_bits.size, dtype=np.uint64)
+    for run in range(offsets.size):
+        for i in range(high_bits.size):
+            offsets[run] |= np.uint64((run >> i) & 1) << np.uint64(high_bits[i])
+    return offsets
 
 
 # The tile kernels index with unsigned integers: numba then drops its negative-index handling and
@@ -246,18 +253,9 @@ def _run_start(tile, rest_bits, high_bits, run):
 
 
 @njit(inline="always")
-def _run_starts(tile, rest_bits, high_bits):
-    """The first amplitude of each run of a tile (one run per value of its high bits)."""
-    starts = np.empty(1 << high_bits.size, dtype=np.uint64)
-    for run in range(starts.size):
-        starts[run] = _run_start(tile, rest_bits, high_bits, run)
-    return starts
-
-
-@njit(inline="always")
-def _transpose_block(runs, size):
-    """Runs a transposed tile moves per block: TRANSPOSE_AMPS amplitudes (at least one run)."""
-    return min(runs, max(np.uint64(1), np.uint64(TRANSPOSE_AMPS) // size))
+def _transpose_block(runs, size, itemsize):
+    """Runs a transposed tile moves per block: TRANSPOSE_BYTES of them (at least one run)."""
+    return min(runs, max(np.uint64(1), np.uint64(TRANSPOSE_BYTES) // (size * np.uint64(itemsize))))
 
 
 @njit(inline="always")
@@ -269,57 +267,48 @@ def _split_buffers(state, width):
 
 
 @njit()
-def _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
-    """Copy a tile of psi into split real and imaginary buffers (the butterflies then vectorise);
-    ``transposed``: the high bits are the tile's lowest bits."""
+def _gather(re, im, psi, base, offsets, run_bits, transposed):
+    """Copy a tile of psi (its first amplitude ``base``, its runs' ``offsets``: ``_run_offsets``) into
+    split real and imaginary buffers (the butterflies then vectorise); ``transposed``: the high bits
+    are the tile's lowest bits."""
     size = np.uint64(1) << np.uint64(run_bits)
-    starts = _run_starts(tile, rest_bits, high_bits)
-    runs = np.uint64(starts.size)
-    if transposed:  # the runs follow each other: blocks of them are split, then transposed in L1
-        block = _transpose_block(runs, size)
-        part_re, part_im = np.empty(block * size, dtype=re.dtype), np.empty(block * size, dtype=re.dtype)
+    runs = np.uint64(offsets.size)
+    if transposed:  # the runs follow each other: a block of them (in L1) is read once per run offset j
+        block = _transpose_block(runs, size, psi.itemsize)
         for first in range(np.uint64(0), runs, block):
-            start = starts[first]
-            for k in range(block * size):
-                p = psi[start + k]
-                part_re[k] = p.real
-                part_im[k] = p.imag
+            start = base + offsets[first]
             for j in range(size):
+                row = j * runs + first
                 for run in range(block):
-                    re[j * runs + first + run] = part_re[run * size + j]
-                    im[j * runs + first + run] = part_im[run * size + j]
+                    p = psi[start + run * size + j]
+                    re[row + run] = p.real
+                    im[row + run] = p.imag
         return
-    group = min(runs, np.uint64(RUN_GROUP))
-    for first in range(np.uint64(0), runs, group):
+    for run in range(runs):
+        start, row = base + offsets[run], run * size
         for j in range(size):
-            for run in range(first, first + group):
-                p = psi[starts[run] + j]
-                re[run * size + j] = p.real
-                im[run * size + j] = p.imag
+            p = psi[start + j]
+            re[row + j] = p.real
+            im[row + j] = p.imag
 
 
 @njit()
-def _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed):
+def _scatter(re, im, psi, base, offsets, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
-    starts = _run_starts(tile, rest_bits, high_bits)
-    runs = np.uint64(starts.size)
+    runs = np.uint64(offsets.size)
     if transposed:  # as in _gather, backwards
-        block = _transpose_block(runs, size)
-        part_re, part_im = np.empty(block * size, dtype=re.dtype), np.empty(block * size, dtype=re.dtype)
+        block = _transpose_block(runs, size, psi.itemsize)
         for first in range(np.uint64(0), runs, block):
+            start = base + offsets[first]
             for j in range(size):
+                row = j * runs + first
                 for run in range(block):
-                    part_re[run * size + j] = re[j * runs + first + run]
-                    part_im[run * size + j] = im[j * runs + first + run]
-            start = starts[first]
-            for k in range(block * size):
-                psi[start + k] = complex(part_re[k], part_im[k])
+                    psi[start + run * size + j] = complex(re[row + run], im[row + run])
         return
-    group = min(runs, np.uint64(RUN_GROUP))
-    for first in range(np.uint64(0), runs, group):
+    for run in range(runs):
+        start, row = base + offsets[run], run * size
         for j in range(size):
-            for run in range(first, first + group):
-                psi[starts[run] + j] = complex(re[run * size + j], im[run * size + j])
+            psi[start + j] = complex(re[row + j], im[row + j])
 
 
 @njit(inline="always")
@@ -470,7 +459,7 @@ def _apply_range(re, im, tile_bits, mats, first, last):
             i += 1
 
 
-@njit()
+@njit(fastmath=True)
 def _apply_gates(re, im, tile_bits, mats):
     """All of a pass's gates on a tile: those on the low tile bits one L1-sized block at a time."""
     width = re.size
@@ -486,12 +475,14 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
     φ, λ ← U_i† φ, U_i† λ (``inverses[i]``) for every gate of the pass. The gates act on distinct
     wires and P_i commutes with U_i, so each moment may be taken before or after any undoing."""
     width = 1 << (run_bits + high_bits.size)
+    offsets = _run_offsets(high_bits)
     for t in prange(nthreads):
         pre, pim, lre, lim = _split_buffers(phi, width)
         first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
         for tile in range(first, last):
-            _gather(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
-            _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+            base = _tile_base(tile, rest_bits)
+            _gather(pre, pim, phi, base, offsets, run_bits, transposed)
+            _gather(lre, lim, lam, base, offsets, run_bits, transposed)
             inner = _inner_count(tile_bits, width)
             for block in range(0, width, SUBTILE):
                 end = block + SUBTILE
@@ -501,8 +492,8 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
             for i in range(inner, inverses.shape[0]):
                 out[t, i] += _undo_with_moment(pre, pim, lre, lim, tile_bits[i], inverses[i], generators[i])
             if undo:  # the last segment differentiated: moments only, φ and λ are not needed after it
-                _scatter(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed)
-                _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+                _scatter(pre, pim, phi, base, offsets, run_bits, transposed)
+                _scatter(lre, lim, lam, base, offsets, run_bits, transposed)
 
 
 @njit(inline="always")
@@ -539,7 +530,7 @@ def _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, first, las
             i += 1
 
 
-@njit()
+@njit(fastmath=True)
 def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
     width = pre.size
     inner = _inner_count(tile_bits, width)
@@ -550,23 +541,24 @@ def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
 
 
 @njit()
-def _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed):
-    """levels[k] (any per-amplitude array) of a tile's amplitudes, in the tile's order (as ``_gather`` lays them out)."""
+def _tile_values(levels, base, offsets, run_bits, transposed, out):
+    """out ← levels[k] (any per-amplitude array) of a tile's amplitudes, in the tile's order (as
+    ``_gather`` lays them out); returns out."""
     size = np.uint64(1) << np.uint64(run_bits)
-    starts = _run_starts(tile, rest_bits, high_bits)
-    runs = np.uint64(starts.size)
-    out = np.empty(size * runs, dtype=levels.dtype)
+    runs = np.uint64(offsets.size)
     if transposed:  # blocked, as in _gather (the block's runs follow each other)
-        block = _transpose_block(runs, size)
+        block = _transpose_block(runs, size, levels.itemsize)
         for first in range(np.uint64(0), runs, block):
-            part = levels[starts[first] : starts[first] + block * size]
+            start = base + offsets[first]
             for j in range(size):
+                row = j * runs + first
                 for run in range(block):
-                    out[j * runs + first + run] = part[run * size + j]
+                    out[row + run] = levels[start + run * size + j]
     else:
         for run in range(runs):
+            start, row = base + offsets[run], run * size
             for j in range(size):
-                out[run * size + j] = levels[starts[run] + j]
+                out[row + j] = levels[start + j]
     return out
 
 
@@ -628,7 +620,7 @@ def _phase_tile_for(re, im, tile_values, phases):
     return by_angle
 
 
-@njit()
+@njit(fastmath=True)
 def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
     """sums[t] += (Σ q, Σ q·value) over a tile, q = Im(conj(λ) φ): a swept block's moments."""
     s0 = 0.0
@@ -641,7 +633,7 @@ def _level_sums(pre, pim, lre, lim, tile_levels, sums, t):
     sums[t, 1] += s1
 
 
-@njit()
+@njit(fastmath=True)
 def _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels):
     """Write a tile of a product state times phases[level] (``source``: see ``engine._source_tables``):
     amplitude (run, j) = Π rest factors · high_table[run] · run_table[j] · phases[level]."""
@@ -672,14 +664,16 @@ def _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_le
 
 
 @njit()
-def _load(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed, source):
-    """A tile of psi, or, when ``source`` has tables, of the product state it describes."""
+def _load(re, im, psi, tile, rest_bits, base, offsets, run_bits, transposed, source, tile_levels):
+    """A tile of psi, or, when ``source`` has tables, of the product state it describes
+    (``tile_levels``: a tile's buffer for the levels of its diagonal block, if it has one)."""
     if source[2].size:
         levels = source[3]
-        tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if levels.size else levels[:0]
-        _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels)
+        if levels.size:
+            _tile_values(levels, base, offsets, run_bits, transposed, tile_levels)
+        _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels if levels.size else levels[:0])
     else:
-        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+        _gather(re, im, psi, base, offsets, run_bits, transposed)
 
 
 @njit(parallel=True, fastmath=True)
@@ -699,6 +693,7 @@ def layer_apply(
     lam_undo,
     generators,
     moments,
+    nthreads,
 ):
     """psi ← single-qubit gates (mats[i] on tile bit tile_bits[i]) applied to ``source`` (psi itself,
     another buffer that keeps the state before the gates, or, if ``product`` has tables, the product
@@ -706,54 +701,71 @@ def layer_apply(
     empty; or D[k] = diagonal[levels[k]] if ``levels`` is not empty): returns ⟨ψ|D|ψ⟩ of the result
     and writes λ = Dψ into ``lam`` unless it is empty, with the gates ``lam_undo`` (the inverses, for
     the adjoint pass; none if empty) applied to it; ``moments`` (a row per tile, unless empty):
-    moments[tile, i] += Im⟨λ|P_i|ψ⟩ there, before the undoing (``generators`` as in layer_adjoint_lambda)."""
+    moments[tile, i] += Im⟨λ|P_i|ψ⟩ there, before the undoing (``generators`` as in layer_adjoint_lambda).
+    The tiles are split in ``nthreads`` ranges, one a thread, each with its buffers."""
     width = 1 << (run_bits + high_bits.size)
+    offsets = _run_offsets(high_bits)
+    tiles = 1 << rest_bits.size
+    real = psi.real.dtype
     total = 0.0
-    for tile in prange(1 << rest_bits.size):
-        re = np.empty(width, dtype=psi.real.dtype)
-        im = np.empty(width, dtype=psi.real.dtype)
-        _load(re, im, source, tile, rest_bits, high_bits, run_bits, transposed, product)
-        _apply_gates(re, im, tile_bits, mats)
-        if psi.size:
-            _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
-        if diagonal.size:
+    for t in prange(nthreads):  # a thread's buffers are made once, not per tile
+        re, im = np.empty(width, dtype=real), np.empty(width, dtype=real)
+        lre, lim = (np.empty(width, dtype=real), np.empty(width, dtype=real)) if moments.size else (re, im)
+        d = np.empty(width if diagonal.size else 0, dtype=diagonal.dtype)
+        tile_levels = np.empty(width if levels.size else 0, dtype=levels.dtype)
+        source_levels = np.empty(width if product[3].size else 0, dtype=product[3].dtype)
+        first, last = _tiles_of_thread(t, tiles, nthreads)
+        for tile in range(first, last):
+            base = _tile_base(tile, rest_bits)
+            _load(re, im, source, tile, rest_bits, base, offsets, run_bits, transposed, product, source_levels)
+            _apply_gates(re, im, tile_bits, mats)
+            if psi.size:
+                _scatter(re, im, psi, base, offsets, run_bits, transposed)
+            if not diagonal.size:
+                continue
             if levels.size:
-                d = diagonal[_tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed)]
+                _tile_values(levels, base, offsets, run_bits, transposed, tile_levels)
+                for k in range(width):
+                    d[k] = diagonal[tile_levels[k]]
             else:
-                d = _tile_values(diagonal, tile, rest_bits, high_bits, run_bits, transposed)
+                _tile_values(diagonal, base, offsets, run_bits, transposed, d)
             part = 0.0
-            for t in range(width):
-                part += d[t] * (re[t] * re[t] + im[t] * im[t])
+            for k in range(width):
+                part += d[k] * (re[k] * re[k] + im[k] * im[k])
             total += part
             if lam.size:  # λ = Dψ in place of ψ, unless ψ is still needed for the moments
-                lre, lim = (np.empty_like(re), np.empty_like(im)) if moments.size else (re, im)
-                for t in range(width):
-                    lre[t] = d[t] * re[t]
-                    lim[t] = d[t] * im[t]
+                for k in range(width):
+                    lre[k] = d[k] * re[k]
+                    lim[k] = d[k] * im[k]
                 if moments.size:
                     _tile_moments(re, im, lre, lim, tile_bits, generators, moments, tile)
                 if lam_undo.shape[0]:
                     _apply_gates(lre, lim, tile_bits, lam_undo)
-                _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+                _scatter(lre, lim, lam, base, offsets, run_bits, transposed)
     return total
 
 
 @njit(parallel=True, fastmath=True)
-def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2):
+def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2, nthreads):
     """psi ← gates2 · D · gates1 psi in one pass: a pass of one layer, the diagonal block D after it
     (``_phase_tile``: levels and phases) and a pass of the next layer, all of one tiling. ``keep`` (unless empty) is left
-    holding the state after the block."""
+    holding the state after the block. ``nthreads``: as in layer_apply."""
     width = 1 << (run_bits + high_bits.size)
-    for tile in prange(1 << rest_bits.size):
-        re = np.empty(width, dtype=psi.real.dtype)
-        im = np.empty(width, dtype=psi.real.dtype)
-        _gather(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
-        _apply_gates(re, im, bits1, mats1)
-        _phase_tile(re, im, _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed), phases)
-        if keep.size:
-            _scatter(re, im, keep, tile, rest_bits, high_bits, run_bits, transposed)
-        _apply_gates(re, im, bits2, mats2)
-        _scatter(re, im, psi, tile, rest_bits, high_bits, run_bits, transposed)
+    offsets = _run_offsets(high_bits)
+    tiles = 1 << rest_bits.size
+    for t in prange(nthreads):  # a thread's buffers are made once, not per tile
+        re, im = np.empty(width, dtype=psi.real.dtype), np.empty(width, dtype=psi.real.dtype)
+        tile_levels = np.empty(width, dtype=levels.dtype)
+        first, last = _tiles_of_thread(t, tiles, nthreads)
+        for tile in range(first, last):
+            base = _tile_base(tile, rest_bits)
+            _gather(re, im, psi, base, offsets, run_bits, transposed)
+            _apply_gates(re, im, bits1, mats1)
+            _phase_tile(re, im, _tile_values(levels, base, offsets, run_bits, transposed, tile_levels), phases)
+            if keep.size:
+                _scatter(re, im, keep, base, offsets, run_bits, transposed)
+            _apply_gates(re, im, bits2, mats2)
+            _scatter(re, im, psi, base, offsets, run_bits, transposed)
 
 
 NO_DIAGONAL, DIAGONAL_AT_OUTPUT, DIAGONAL_AT_INPUT = 0, 1, 2
@@ -796,14 +808,19 @@ def layer_adjoint_lambda(
     levels, phases, sums = block
     carried_bits, carried_generators, carried_out, carried_inverses = carried
     width = 1 << (run_bits + high_bits.size)
+    offsets = _run_offsets(high_bits)
     for t in prange(nthreads):
         pre, pim, lre, lim = _split_buffers(lam, width)
+        tile_levels = np.empty(width if diagonal else 0, dtype=levels.dtype)
+        source_levels = np.empty(width if source[3].size else 0, dtype=source[3].dtype)
         first, last = _tiles_of_thread(t, 1 << rest_bits.size, nthreads)
         for tile in range(first, last):
-            _gather(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+            base = _tile_base(tile, rest_bits)
+            _gather(lre, lim, lam, base, offsets, run_bits, transposed)
             if before or after or diagonal != NO_DIAGONAL:
-                _load(pre, pim, phi, tile, rest_bits, high_bits, run_bits, transposed, source)
-            tile_levels = _tile_values(levels, tile, rest_bits, high_bits, run_bits, transposed) if diagonal else levels[:0]
+                _load(pre, pim, phi, tile, rest_bits, base, offsets, run_bits, transposed, source, source_levels)
+            if diagonal:
+                _tile_values(levels, base, offsets, run_bits, transposed, tile_levels)
             if diagonal == DIAGONAL_AT_OUTPUT:
                 if carried_inverses.shape[0]:
                     _apply_gates(lre, lim, carried_bits, carried_inverses)
@@ -816,7 +833,7 @@ def layer_adjoint_lambda(
             if undo:
                 _apply_gates(lre, lim, tile_bits, inverses)
                 if write:
-                    _scatter(lre, lim, lam, tile, rest_bits, high_bits, run_bits, transposed)
+                    _scatter(lre, lim, lam, base, offsets, run_bits, transposed)
             if after:
                 _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t)
             if diagonal == DIAGONAL_AT_INPUT:
