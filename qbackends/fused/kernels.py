@@ -746,7 +746,9 @@ def layer_apply(
 
 
 @njit(parallel=True, fastmath=True)
-def layers_with_diagonal(psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2, nthreads):
+def layers_with_diagonal(
+    psi, keep, run_bits, high_bits, rest_bits, transposed, mats1, bits1, levels, phases, mats2, bits2, nthreads
+):
     """psi ← gates2 · D · gates1 psi in one pass: a pass of one layer, the diagonal block D after it
     (``_phase_tile``: levels and phases) and a pass of the next layer, all of one tiling. ``keep`` (unless empty) is left
     holding the state after the block. ``nthreads``: as in layer_apply."""
