@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import os
 import pickle
 import shutil
@@ -302,3 +303,49 @@ def test_batched_kernels_are_weighed_until_a_gradient_has_run_in_this_installati
     gradient = qml.grad(circuit)(qml.numpy.array(0.4, requires_grad=True))
     assert gradient == pytest.approx(-np.sin(0.4))
     assert auto.one_time_seconds(batched) == 0.0 and batched_warmup.COMPILATION.done()
+
+
+SIGNATURES = """import json, sys
+import numba
+from qbackends.fused import kernels
+if sys.argv[1] == "warmup":
+    from qbackends.fused import warmup
+    warmup.compile_kernels(sys.argv[2])
+else:  # the user's first runs: qml.qaoa layers on 18 wires (two passes per mixer), unweighted and weighted
+    import pennylane as qml
+    from qbackends import get_device
+    edges = [(w, (w + 1) % 18) for w in range(18)] + [(w, (w + 5) % 18) for w in range(0, 18, 2)]
+    mixer = qml.Hamiltonian([1.0] * 18, [qml.X(w) for w in range(18)])
+    for weights in ([1.0] * len(edges), [0.3 + 0.1 * i for i in range(len(edges))]):
+        cost = qml.Hamiltonian(weights, [qml.Z(u) @ qml.Z(v) for u, v in edges])
+        @qml.qnode(get_device("local:qbackends/fused.qubit", wires=18, precision=sys.argv[2]), diff_method="adjoint")
+        def energy(p):
+            for w in range(18):
+                qml.Hadamard(w)
+            for layer in range(2):
+                qml.qaoa.cost_layer(p[0][layer], cost)
+                qml.qaoa.mixer_layer(p[1][layer], mixer)
+            return qml.expval(cost)
+        angles = [[0.1, 0.2], [0.3, 0.4]]
+        qml.grad(energy)(qml.numpy.array(angles, requires_grad=True))
+        energy(qml.numpy.array(angles, requires_grad=False))
+kernels_used = {name: sorted(map(str, f.signatures)) for name, f in vars(kernels).items() if isinstance(f, numba.core.registry.CPUDispatcher)}
+print(json.dumps(kernels_used))
+"""
+
+
+@pytest.mark.parametrize("precision", ["c128", "c64"])
+def test_warmup_compiles_every_kernel_a_qaoa_circuit_takes(precision):
+    """`qbackends warmup` compiles what unweighted (swept by level) and weighted (by angle) qml.qaoa
+    layers take (``qbackends warmup --precision``), so that a first run after it compiles nothing: each kernel's signatures in a process
+    that ran them are among those of a process that only warmed up."""
+
+    def signatures(mode: str) -> dict[str, list[str]]:
+        run = subprocess.run([sys.executable, "-c", SIGNATURES, mode, precision], capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
+    warmed, used = signatures("warmup"), signatures("qaoa")
+    assert "layers_with_diagonal" in used and len(used["layers_with_diagonal"]) == 2  # by level and by angle
+    missing = {name: sorted(set(sigs) - set(warmed.get(name, []))) for name, sigs in used.items()}
+    assert not {name: sigs for name, sigs in missing.items() if sigs}
