@@ -195,6 +195,9 @@ def test_a_broken_cache_file_is_removed_and_its_kernel_compiles_again(monkeypatc
     assert first.add(2, 3) == 5 and sum(first.add.stats.cache_misses.values()) == 1
     folder = tmp_path / "__pycache__"
     assert first.CACHE.folder == folder
+    _import(source)  # reads the new files through once and records them as readable
+    cached = sorted(path.name for path in folder.glob("tinykernels.*.nb[ic]"))
+    assert len(cached) == 2 and sorted(json.loads((folder / "tinykernels.checked").read_text())) == cached
     broken = _corrupt(folder, _index_name(source, "add", TINY), how)
     with caplog.at_level("WARNING", logger="qbackends"):
         again = _import(source)

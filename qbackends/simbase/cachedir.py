@@ -8,14 +8,18 @@ have numba load their code, so when it is not private the kernels are not cached
 every process). The other folders are the user's own choice or as writable as the source itself.
 
 Files there that numba could not read back (a truncated or garbled index or data file, a folder in a
-file's place) would fail every run; they are removed first, and those kernels compile again.
+file's place) would fail every run; they are removed first, and those kernels compile again. Each file
+is read through once: ``<module>.checked`` there keeps the files found readable (size, times, inode),
+and a file that changed since is read through again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import io
+import json
 import logging
 import os
 import pickle
@@ -143,7 +147,13 @@ def _without_unreadable(folder: Path, stem: str, numba_dir: Path | None = None) 
     """Caching in ``folder`` once the files of ``stem``'s kernels there that numba could not read back are
     removed; not caching if they cannot be."""
     cache = KernelCache(folder, numba_dir)
-    broken = [path for path in sorted(folder.glob(f"{stem}.*.nb[ic]")) if not _readable(path)]
+    checked = folder / f"{stem}.checked"
+    known = _checked_files(checked)
+    stamps = {path: _stamp(path) for path in sorted(folder.glob(f"{stem}.*.nb[ic]"))}
+    broken = [path for path, now in stamps.items() if now is None or (known.get(path.name) != now and not _readable(path))]
+    readable = {path.name: now for path, now in stamps.items() if now is not None and path not in broken}
+    if readable != known:
+        _write_checked(checked, readable)
     if not broken:
         return cache
     names = ", ".join(path.name for path in broken)
@@ -169,6 +179,39 @@ def _without_unreadable(folder: Path, stem: str, numba_dir: Path | None = None) 
         names,
     )
     return cache
+
+
+def _stamp(path: Path) -> list[int] | None:
+    """What changes when a file is written or replaced (size, modification and change times, inode); None
+    for anything but a regular file."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino] if stat.S_ISREG(info.st_mode) else None
+
+
+def _checked_files(checked: Path) -> dict[str, list[int]]:
+    """The files an earlier run found readable, by name, with their stamps; none if the record is unreadable."""
+    try:
+        found = json.loads(checked.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_checked(checked: Path, readable: dict[str, list[int]]) -> None:
+    """Replace the record at once (another process may read it now); a folder that cannot take it is left as it is."""
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=checked.parent, prefix=checked.name, delete=False) as out:
+            json.dump(readable, out)
+    except OSError:
+        return
+    try:
+        os.replace(out.name, checked)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(out.name)
 
 
 def _readable(path: Path) -> bool:
