@@ -2,7 +2,9 @@
 
 A device from ``get_device`` lowers, before its own preprocessing:
 - operators targeted by a rule (the backend's default rules and the user's), with those rules;
-- under adjoint differentiation, operators the device declares but cannot differentiate.
+- under adjoint differentiation, operators the device declares but cannot differentiate, and on a
+  device that declares nothing, gates of several parameters (Rot, CRot, U3: PennyLane's adjoint
+  gives wrong gradients past a fixed one).
 Everything else reaches the device untouched. Importing this module imports PennyLane.
 """
 
@@ -301,12 +303,23 @@ def _kept(ruleset: RuleSet, adjoint: bool) -> frozenset[str]:
     differentiable = frozenset(ruleset.declared.adjoint_differentiable)
     if adjoint and differentiable:
         keep = frozenset(n for n in keep if n in differentiable or _parameterless(n))
+    elif adjoint:  # PennyLane's own adjoint miscounts a fixed gate's parameters past one (docs/upstream.md)
+        keep = frozenset(n for n in keep if not _several_parameters(n))
     return keep
 
 
-def _parameterless(name: str) -> bool:
+def _num_params(name: str) -> Any:
     op = getattr(qml.ops, name, None) or getattr(qml, name, None)
-    return getattr(op, "num_params", None) == 0
+    return getattr(op, "num_params", None)
+
+
+def _parameterless(name: str) -> bool:
+    return _num_params(name) == 0
+
+
+def _several_parameters(name: str) -> bool:
+    count = _num_params(name)
+    return isinstance(count, int) and count > 1
 
 
 @qml.transform

@@ -112,6 +112,32 @@ def test_adjoint_lowers_declared_non_differentiable_gates(backend):
     np.testing.assert_allclose(qml.grad(ours)(x), qml.grad(reference)(x), atol=1e-8, rtol=0)
 
 
+@pytest.mark.parametrize("backend", ["default.qubit", "fixture/lenient.qubit"])
+def test_adjoint_lowers_fixed_gates_of_several_parameters_on_a_device_declaring_nothing(backend):
+    """PennyLane 0.45's adjoint (default.qubit's) counts a fixed Rot's or CRot's parameters as one:
+    the trainable angles before it got gradient 0 (a TorchLayer with frozen weights had zero input
+    gradients). Lowered first, they are the parameter-shift gradients."""
+
+    def frozen_gates(device, diff_method):
+        @qml.qnode(device, diff_method=diff_method)
+        def circuit(x, fixed):
+            qml.RX(x[0], wires=0)
+            qml.RX(x[1], wires=1)
+            qml.Rot(*fixed, wires=0)
+            qml.CRot(*fixed, wires=[1, 0])
+            qml.CNOT([0, 1])
+            return qml.expval(qml.PauliZ(0))
+
+        return circuit
+
+    x = qml.numpy.array([0.3, 0.7], requires_grad=True)
+    fixed = qml.numpy.array([0.1, 0.2, 0.3], requires_grad=False)
+    expected = qml.grad(frozen_gates(qml.device("default.qubit", wires=2), "parameter-shift"))(x, fixed)
+    np.testing.assert_allclose(expected, [-0.31725, -0.02619], atol=1e-5)
+    ours = frozen_gates(get_device(f"local:{backend}" if "/" in backend else backend, wires=2), "adjoint")
+    np.testing.assert_allclose(qml.grad(ours)(x, fixed), expected, atol=1e-10, rtol=0)
+
+
 def test_qaoa_mixer_costs_one_pass_per_qubit():
     params = random_params((2, 2))
     with_rules = qaoa_qnode(get_device("lightning.qubit", wires=8), nodes=8, edges=12)
