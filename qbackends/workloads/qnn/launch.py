@@ -234,8 +234,10 @@ def _local_worker(*args: Any) -> dict[str, Any]:
     try:
         return worker(*args)
     except BaseException as exc:
-        if interrupted:
-            raise SystemExit(130) from None
+        if interrupted:  # at once: torch's threads for a lost peer abort the interpreter's teardown, loudly
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         if not isinstance(exc, QBackendsError):
             raise
         ErrorHandler().record_exception(exc)
