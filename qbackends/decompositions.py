@@ -3,8 +3,8 @@
 A device from ``get_device`` lowers, before its own preprocessing:
 - operators targeted by a rule (the backend's default rules and the user's), with those rules;
 - under adjoint differentiation, operators the device declares but cannot differentiate, and on a
-  device that declares nothing, gates of several parameters (Rot, CRot, U3: PennyLane's adjoint
-  gives wrong gradients past a fixed one).
+  device that declares no differentiable gates, gates of several parameters (Rot, CRot, U3:
+  PennyLane's adjoint gives wrong gradients past a fixed one).
 Everything else reaches the device untouched. Importing this module imports PennyLane.
 """
 

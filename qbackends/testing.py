@@ -291,7 +291,7 @@ class _Checker:
         reference = quantum_layer(self.wires, qml.device("default.qubit", wires=self.wires), "backprop").double()
         reference.load_state_dict(ours.state_dict())
         for weight in (*ours.parameters(), *reference.parameters()):
-            weight.requires_grad_(False)  # only the inputs' gradients are compared: no shifts of the 51 weights
+            weight.requires_grad_(False)  # only the inputs' gradients are compared: no shifts of the weights
         inputs = torch.rand(4, self.wires, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 3
         outputs = []
         for layer in (ours, reference):
