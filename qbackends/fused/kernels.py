@@ -18,6 +18,17 @@ import numpy as np
 
 from ..simbase.cachedir import kernel_cache
 from ..simbase.threads import import_numba
+from . import lanes
+from .lanes import (
+    gate_lanes,
+    join_lanes,
+    rx_lanes,
+    rx_pair_lanes,
+    split_lanes,
+    x_moment_lanes,
+    x_moment_pair_lanes,
+    y_moment_lanes,
+)
 
 numba = import_numba()  # a NUMBA_NUM_THREADS numba refuses is a typed error
 prange = numba.prange
@@ -30,7 +41,8 @@ SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom 
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
 MAX_TILE_BITS = 19  # above 24 wires tiles grow (engine.tile_bits) rather than a layer take a third pass over the state
 TRANSPOSE_BYTES = 16384  # transposed tiles (contiguous: a first pass's) are moved 16 KiB at a time, through L1
-PAIR_MIN_BIT = 4  # gates on bits below pair badly: runs shorter than 16 amplitudes
+PAIR_MIN_BIT = 3  # gates on bits below pair badly: runs shorter than a vector (lanes.LANES)
+LANES = np.uint64(lanes.LANES)  # amplitudes a vector instruction takes, as the kernels' index type
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
@@ -286,6 +298,10 @@ def _gather(re, im, psi, base, offsets, run_bits, transposed):
         return
     for run in range(runs):
         start, row = base + offsets[run], run * size
+        if size >= LANES:
+            for j in range(np.uint64(0), size, LANES):
+                split_lanes(re, im, row + j, psi, start + j)
+            continue
         for j in range(size):
             p = psi[start + j]
             re[row + j] = p.real
@@ -307,6 +323,10 @@ def _scatter(re, im, psi, base, offsets, run_bits, transposed):
         return
     for run in range(runs):
         start, row = base + offsets[run], run * size
+        if size >= LANES:
+            for j in range(np.uint64(0), size, LANES):
+                join_lanes(re, im, row + j, psi, start + j)
+            continue
         for j in range(size):
             psi[start + j] = complex(re[row + j], im[row + j])
 
@@ -322,6 +342,20 @@ def _apply_2x2(re, im, bit, m):
     step = np.uint64(1) << np.uint64(bit)
     size = np.uint64(re.size)
     base = np.uint64(0)
+    if step >= LANES:  # runs of whole vectors
+        if _is_rx_shaped(m):
+            c, s = m[0, 0].real, m[0, 1].imag
+            while base < size:
+                for j in range(base, base + step, LANES):
+                    rx_lanes(re, im, j, j + step, c, s)
+                base += step + step
+            return
+        entries = (m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag, m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag)
+        while base < size:
+            for j in range(base, base + step, LANES):
+                gate_lanes(re, im, j, j + step, entries)
+            base += step + step
+        return
     if _is_rx_shaped(m):  # U = [[c, is], [is, c]]
         c, s = m[0, 0].real, m[0, 1].imag
         while base < size:
@@ -357,6 +391,14 @@ def _undo_with_moment(pre, pim, lre, lim, bit, inverse, generator):
         acc = 0.0
         base = np.uint64(0)  # RX: moment and both undos in one sweep
         c, s = inverse[0, 0].real, inverse[0, 1].imag
+        if step >= LANES:
+            while base < size:
+                for j in range(base, base + step, LANES):
+                    acc += x_moment_lanes(pre, pim, lre, lim, j, j + step)
+                    rx_lanes(pre, pim, j, j + step, c, s)
+                    rx_lanes(lre, lim, j, j + step, c, s)
+                base += step + step
+            return acc
         while base < size:
             for j in range(base, base + step):
                 k = j + step
@@ -387,6 +429,16 @@ def _moment(pre, pim, lre, lim, bit, generator):
     acc = 0.0
     base = np.uint64(0)
     if generator == 0:
+        return acc
+    if step >= LANES:
+        while base < size:
+            for j in range(base, base + step, LANES):
+                acc += (
+                    x_moment_lanes(pre, pim, lre, lim, j, j + step)
+                    if generator == 1
+                    else y_moment_lanes(pre, pim, lre, lim, j, j + step)
+                )
+            base += step + step
         return acc
     while base < size:
         if generator == 1:  # X φ = (φ_k, φ_j)
@@ -434,6 +486,10 @@ def _apply_rx_pair(re, im, bit1, bit2, m1, m2):
     c1, s1, c2, s2 = m1[0, 0].real, m1[0, 1].imag, m2[0, 0].real, m2[0, 1].imag
     for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
         start = _quad_start(q0, step1, step2)
+        if step1 >= LANES:
+            for a in range(start, start + step1, LANES):
+                rx_pair_lanes(re, im, a, a + step1, a + step2, a + step2 + step1, c1, s1, c2, s2)
+            continue
         for a in range(start, start + step1):
             b, c = a + step1, a + step2
             d = c + step1
@@ -505,6 +561,12 @@ def _x_moment_pair(pre, pim, lre, lim, bit1, bit2):
     acc2 = 0.0
     for q0 in range(np.uint64(0), np.uint64(pre.size) >> np.uint64(2), step1):
         start = _quad_start(q0, step1, step2)
+        if step1 >= LANES:
+            for a in range(start, start + step1, LANES):
+                m1, m2 = x_moment_pair_lanes(pre, pim, lre, lim, a, a + step1, a + step2, a + step2 + step1)
+                acc1 += m1
+                acc2 += m2
+            continue
         for a in range(start, start + step1):
             b, c = a + step1, a + step2
             d = c + step1

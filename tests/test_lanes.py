@@ -1,0 +1,105 @@
+"""The vector intrinsics of the fused kernels against numpy, in both precisions."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from qbackends.fused import lanes
+
+L = lanes.LANES
+rng = np.random.default_rng(7)
+
+
+@njit
+def _rx(re, im, j, k, c, s):
+    lanes.rx_lanes(re, im, j, k, c, s)
+
+
+@njit
+def _gate(re, im, j, k, m):
+    lanes.gate_lanes(re, im, j, k, m)
+
+
+@njit
+def _pair(re, im, a, b, c, d, c1, s1, c2, s2):
+    lanes.rx_pair_lanes(re, im, a, b, c, d, c1, s1, c2, s2)
+
+
+@njit
+def _moments(pre, pim, lre, lim, j, k, a, b, c, d):
+    x = lanes.x_moment_lanes(pre, pim, lre, lim, j, k)
+    y = lanes.y_moment_lanes(pre, pim, lre, lim, j, k)
+    return x, y, lanes.x_moment_pair_lanes(pre, pim, lre, lim, a, b, c, d)
+
+
+@njit
+def _split_join(re, im, row, psi, start, out):
+    lanes.split_lanes(re, im, row, psi, start)
+    lanes.join_lanes(re, im, row, out, start)
+
+
+def _buffers(dtype, count=1):
+    return [rng.normal(size=4 * L).astype(dtype) for _ in range(2 * count)]
+
+
+def _gate_on(z, j, k, u):
+    x, y = z[j : j + L].copy(), z[k : k + L].copy()
+    z[j : j + L], z[k : k + L] = u[0, 0] * x + u[0, 1] * y, u[1, 0] * x + u[1, 1] * y
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-14), (np.float32, 1e-6)])
+def test_gates_on_lanes_match_the_matrix_product(dtype, tol):
+    re, im = _buffers(dtype)
+    z = re.astype(complex) + 1j * im
+    c, s = np.cos(0.3), -np.sin(0.3)
+    _rx(re, im, 1, 2 * L + 1, c, s)
+    _gate_on(z, 1, 2 * L + 1, np.array([[c, 1j * s], [1j * s, c]]))
+    u = rng.normal(size=(2, 2)) + 1j * rng.normal(size=(2, 2))
+    _gate(re, im, 0, L, tuple(float(x) for entry in u.ravel() for x in (entry.real, entry.imag)))
+    _gate_on(z, 0, L, u)
+    np.testing.assert_allclose(re + 1j * im, z, atol=tol * 10, rtol=0)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-14), (np.float32, 1e-6)])
+def test_a_pair_on_lanes_is_the_two_gates_one_after_the_other(dtype, tol):
+    re, im = _buffers(dtype)
+    z = re.astype(complex) + 1j * im
+    (c1, s1), (c2, s2) = (np.cos(0.4), np.sin(0.4)), (np.cos(-1.1), np.sin(-1.1))
+    _pair(re, im, 0, L, 2 * L, 3 * L, c1, s1, c2, s2)
+    for (j, k), (c, s) in (((0, L), (c1, s1)), ((2 * L, 3 * L), (c1, s1)), ((0, 2 * L), (c2, s2)), ((L, 3 * L), (c2, s2))):
+        _gate_on(z, j, k, np.array([[c, 1j * s], [1j * s, c]]))
+    np.testing.assert_allclose(re + 1j * im, z, atol=tol * 10, rtol=0)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_moments_on_lanes_are_the_imaginary_part_of_the_generators_expectation(dtype, tol):
+    pre, pim, lre, lim = _buffers(dtype, 2)
+    phi, lam = pre.astype(complex) + 1j * pim, lre.astype(complex) + 1j * lim
+
+    def moment(pairs, p):
+        total = 0.0
+        for j, k in pairs:
+            x, y = phi[j : j + L], phi[k : k + L]
+            total += np.vdot(
+                np.concatenate([lam[j : j + L], lam[k : k + L]]),
+                np.concatenate([p[0, 0] * x + p[0, 1] * y, p[1, 0] * x + p[1, 1] * y]),
+            ).imag
+        return total
+
+    X, Y = np.array([[0, 1], [1, 0]]), np.array([[0, -1j], [1j, 0]])
+    x, y, (first, second) = _moments(pre, pim, lre, lim, L, 3 * L, 0, L, 2 * L, 3 * L)
+    assert x == pytest.approx(moment([(L, 3 * L)], X), abs=tol)
+    assert y == pytest.approx(moment([(L, 3 * L)], Y), abs=tol)
+    assert first == pytest.approx(moment([(0, L), (2 * L, 3 * L)], X), abs=tol)
+    assert second == pytest.approx(moment([(0, 2 * L), (L, 3 * L)], X), abs=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_split_and_join_move_the_amplitudes_unchanged(dtype):
+    psi = (rng.normal(size=3 * L) + 1j * rng.normal(size=3 * L)).astype(dtype)
+    real = psi.real.dtype
+    re, im, out = np.zeros(2 * L, real), np.zeros(2 * L, real), np.zeros_like(psi)
+    _split_join(re, im, 3, psi, L + 5, out)
+    np.testing.assert_array_equal(re[3 : 3 + L] + 1j * im[3 : 3 + L], psi[L + 5 : 2 * L + 5])
+    np.testing.assert_array_equal(out[L + 5 : 2 * L + 5], psi[L + 5 : 2 * L + 5])
+    assert not out[: L + 5].any() and not out[2 * L + 5 :].any()
