@@ -103,3 +103,27 @@ def test_split_and_join_move_the_amplitudes_unchanged(dtype):
     np.testing.assert_array_equal(re[3 : 3 + L] + 1j * im[3 : 3 + L], psi[L + 5 : 2 * L + 5])
     np.testing.assert_array_equal(out[L + 5 : 2 * L + 5], psi[L + 5 : 2 * L + 5])
     assert not out[: L + 5].any() and not out[2 * L + 5 :].any()
+
+
+@njit
+def _transposed(re, im, row, row_stride, psi, start, run_stride, out):
+    lanes.split_transposed_lanes(re, im, row, row_stride, psi, start, run_stride)
+    lanes.join_transposed_lanes(re, im, row, row_stride, out, start, run_stride)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_a_transposed_split_and_join_move_a_block_of_runs_unchanged(dtype):
+    run_stride, row_stride = 11, 13  # L runs of 11 amplitudes in psi; L rows of 13 in the buffers
+    psi = (rng.normal(size=2 + L * run_stride) + 1j * rng.normal(size=2 + L * run_stride)).astype(dtype)
+    re, im, out = np.zeros(3 + L * row_stride, psi.real.dtype), np.zeros(3 + L * row_stride, psi.real.dtype), np.zeros_like(psi)
+    _transposed(re, im, 3, row_stride, psi, 2, run_stride, out)
+    runs = np.stack([psi[2 + r * run_stride : 2 + r * run_stride + L] for r in range(L)])  # runs[r, j]
+    rows = np.stack(
+        [re[3 + j * row_stride : 3 + j * row_stride + L] + 1j * im[3 + j * row_stride : 3 + j * row_stride + L] for j in range(L)]
+    )
+    np.testing.assert_array_equal(rows, runs.T)
+    moved = np.zeros(psi.size, dtype=bool)
+    for r in range(L):
+        moved[2 + r * run_stride : 2 + r * run_stride + L] = True
+    np.testing.assert_array_equal(out[moved], psi[moved])
+    assert not out[~moved].any()

@@ -22,9 +22,11 @@ from . import lanes
 from .lanes import (
     gate_lanes,
     join_lanes,
+    join_transposed_lanes,
     rx_lanes,
     rx_pair_lanes,
     split_lanes,
+    split_transposed_lanes,
     x_moment_lanes,
     x_moment_pair_lanes,
     y_moment_lanes,
@@ -287,6 +289,13 @@ def _gather(re, im, psi, base, offsets, run_bits, transposed):
     runs = np.uint64(offsets.size)
     if transposed:  # the runs follow each other: a block of them (in L1) is read once per run offset j
         block = _transpose_block(runs, size, psi.itemsize)
+        if size >= LANES and block >= LANES:  # LANES x LANES blocks transposed in registers
+            for first in range(np.uint64(0), runs, block):
+                start = base + offsets[first]
+                for r in range(np.uint64(0), block, LANES):
+                    for j in range(np.uint64(0), size, LANES):
+                        split_transposed_lanes(re, im, j * runs + first + r, runs, psi, start + r * size + j, size)
+            return
         for first in range(np.uint64(0), runs, block):
             start = base + offsets[first]
             for j in range(size):
@@ -314,6 +323,13 @@ def _scatter(re, im, psi, base, offsets, run_bits, transposed):
     runs = np.uint64(offsets.size)
     if transposed:  # as in _gather, backwards
         block = _transpose_block(runs, size, psi.itemsize)
+        if size >= LANES and block >= LANES:
+            for first in range(np.uint64(0), runs, block):
+                start = base + offsets[first]
+                for r in range(np.uint64(0), block, LANES):
+                    for j in range(np.uint64(0), size, LANES):
+                        join_transposed_lanes(re, im, j * runs + first + r, runs, psi, start + r * size + j, size)
+            return
         for first in range(np.uint64(0), runs, block):
             start = base + offsets[first]
             for j in range(size):

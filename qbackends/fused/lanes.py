@@ -15,7 +15,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-LANES = 8  # eight float64 (one AVX-512 register) or eight float32 (one AVX register)
+LANES = 8  # 64 bytes of float64 or 32 of float32; LLVM splits or packs them as the machine's vectors allow
 FAST = ("fast",)
 _I32 = ir.IntType(32)
 
@@ -269,6 +269,73 @@ def join_lanes(typingctx, re, im, row, psi, start):
         v = _Vectors(context, builder, sig.args[0])
         pair = builder.shuffle_vector(v.load(v.pointer(re_, row_)), v.load(v.pointer(im_, row_)), _INTERLEAVE)
         v.store(pair, _interleaved_pointer(context, builder, sig.args[3], psi_, start_))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _transpose(builder, rows):
+    """The LANES x LANES transpose of LANES vectors (rows), by swapping blocks of 4, 2 and 1 lanes."""
+    rows = list(rows)
+    d = LANES // 2
+    while d:
+        low = ir.Constant(ir.VectorType(_I32, LANES), [lane if not lane & d else LANES + lane - d for lane in range(LANES)])
+        high = ir.Constant(ir.VectorType(_I32, LANES), [lane + d if not lane & d else LANES + lane for lane in range(LANES)])
+        for i in range(LANES):
+            if not i & d:
+                rows[i], rows[i + d] = (
+                    builder.shuffle_vector(rows[i], rows[i + d], low),
+                    builder.shuffle_vector(rows[i], rows[i + d], high),
+                )
+        d //= 2
+    return rows
+
+
+def _index(builder, first, stride, i):
+    return builder.add(first, builder.mul(stride, ir.Constant(stride.type, i)))
+
+
+@intrinsic
+def split_transposed_lanes(typingctx, re, im, row, row_stride, psi, start, run_stride):
+    """A LANES x LANES block of amplitudes, transposed into split buffers: re/im[row + j·row_stride + r]
+    ← psi[start + r·run_stride + j] for r, j < LANES."""
+    if not (_is_buffer(re) and re == im and _is_state(psi, re)):
+        return None
+    sig = types.void(re, im, row, row_stride, psi, start, run_stride)
+
+    def codegen(context, builder, sig, args):
+        re_, im_, row_, row_stride_, psi_, start_, run_stride_ = args
+        v = _Vectors(context, builder, sig.args[0])
+        runs = [
+            v.load(_interleaved_pointer(context, builder, sig.args[4], psi_, _index(builder, start_, run_stride_, r)))
+            for r in range(LANES)
+        ]
+        for part, lanes in ((re_, _EVEN), (im_, _ODD)):
+            columns = _transpose(builder, [builder.shuffle_vector(run, run, lanes) for run in runs])
+            for j, column in enumerate(columns):
+                v.store(column, v.pointer(part, _index(builder, row_, row_stride_, j)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def join_transposed_lanes(typingctx, re, im, row, row_stride, psi, start, run_stride):
+    """The inverse of split_transposed_lanes: psi[start + r·run_stride + j] ← re/im[row + j·row_stride + r]."""
+    if not (_is_buffer(re) and re == im and _is_state(psi, re)):
+        return None
+    sig = types.void(re, im, row, row_stride, psi, start, run_stride)
+
+    def codegen(context, builder, sig, args):
+        re_, im_, row_, row_stride_, psi_, start_, run_stride_ = args
+        v = _Vectors(context, builder, sig.args[0])
+        parts = [
+            _transpose(builder, [v.load(v.pointer(part, _index(builder, row_, row_stride_, j))) for j in range(LANES)])
+            for part in (re_, im_)
+        ]
+        for r in range(LANES):
+            pair = builder.shuffle_vector(parts[0][r], parts[1][r], _INTERLEAVE)
+            v.store(pair, _interleaved_pointer(context, builder, sig.args[4], psi_, _index(builder, start_, run_stride_, r)))
         return context.get_dummy_value()
 
     return sig, codegen
