@@ -127,3 +127,25 @@ def test_a_transposed_split_and_join_move_a_block_of_runs_unchanged(dtype):
         moved[2 + r * run_stride : 2 + r * run_stride + L] = True
     np.testing.assert_array_equal(out[moved], psi[moved])
     assert not out[~moved].any()
+
+
+@njit
+def _phase_and_sums(re, im, levels, phases, lre, lim, values):
+    lanes.phase_by_level_lanes(re, im, 0, levels, phases)
+    lanes.phase_by_level_lanes(re, im, L, levels, phases)
+    return lanes.level_sums_lanes(re, im, lre, lim, levels), lanes.level_sums_lanes(re, im, lre, lim, values)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.complex128, 1e-13), (np.complex64, 1e-5)])
+def test_phases_by_level_and_level_sums_on_lanes(dtype, tol):
+    real = np.dtype(dtype).type(0).real.dtype
+    re, im, lre, lim = (rng.normal(size=2 * L + 3).astype(real) for _ in range(4))
+    levels = rng.integers(0, 5, size=2 * L + 3).astype(np.uint16)
+    values = rng.normal(size=2 * L + 3).astype(real)
+    phases = np.exp(1j * rng.normal(size=5)).astype(dtype)
+    phi = (re + 1j * im) * np.where(np.arange(re.size) < 2 * L, phases[levels], 1)  # the last 3 are not whole lanes
+    by_level, by_value = _phase_and_sums(re, im, levels, phases, lre, lim, values)
+    np.testing.assert_allclose(re + 1j * im, phi, atol=tol, rtol=0)
+    q = ((lre - 1j * lim) * (re + 1j * im)).imag.astype(float)[: 2 * L]
+    assert by_level == pytest.approx((q.sum(), q @ levels[: 2 * L]), abs=tol * 10)
+    assert by_value == pytest.approx((q.sum(), q @ values[: 2 * L]), abs=tol * 10)

@@ -339,3 +339,114 @@ def join_transposed_lanes(typingctx, re, im, row, row_stride, psi, start, run_st
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def _table_lanes(context, builder, table_type, table, levels, element_type):
+    """(real, imaginary) vectors of table[levels[l]] for the LANES levels (a vector of integers), gathered."""
+    data = context.make_array(table_type)(context, builder, table).data
+    real = context.get_data_type(table_type.dtype.underlying_float)
+    size = table_type.dtype.underlying_float.bitwidth // 8
+    i64 = ir.IntType(64)
+    wide = ir.VectorType(i64, LANES)
+    offsets = builder.mul(builder.zext(levels, wide), ir.Constant(wide, [2 * size] * LANES))
+    start = builder.ptrtoint(data, i64)
+    pointer_vector = ir.VectorType(real.as_pointer(), LANES)
+    vector = ir.VectorType(real, LANES)
+    gather = cgutils.get_or_insert_function(
+        builder.module,
+        ir.FunctionType(vector, [pointer_vector, _I32, ir.VectorType(ir.IntType(1), LANES), vector]),
+        f"llvm.masked.gather.v{LANES}f{8 * size}.v{LANES}p0",
+    )
+    everything = ir.Constant(ir.VectorType(ir.IntType(1), LANES), [1] * LANES)
+    parts = []
+    for part in (0, 1):
+        addresses = builder.add(builder.add(_splat_int(builder, start), offsets), ir.Constant(wide, [part * size] * LANES))
+        pointers = builder.inttoptr(addresses, pointer_vector)
+        values = builder.call(gather, [pointers, ir.Constant(_I32, size), everything, ir.Constant(vector, ir.Undefined)])
+        if table_type.dtype.underlying_float != element_type:
+            target = ir.VectorType(context.get_data_type(element_type), LANES)
+            values = builder.fptrunc(values, target) if size == 8 else builder.fpext(values, target)
+        parts.append(values)
+    return parts
+
+
+def _splat_int(builder, value):
+    vector = ir.VectorType(value.type, LANES)
+    one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined), ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+
+
+def _levels_vector(context, builder, levels_type, levels, index):
+    """The LANES entries of an array of levels (or values) from ``index`` on, as one vector."""
+    data = context.make_array(levels_type)(context, builder, levels).data
+    pointer = builder.gep(data, [index], inbounds=True)
+    vector = ir.VectorType(context.get_data_type(levels_type.dtype), LANES)
+    return builder.load(builder.bitcast(pointer, vector.as_pointer()), align=levels_type.dtype.bitwidth // 8)
+
+
+def _is_levels(levels):
+    return (
+        isinstance(levels, types.Array)
+        and isinstance(levels.dtype, types.Integer)
+        and not levels.dtype.signed
+        and levels.layout == "C"
+    )
+
+
+@intrinsic
+def phase_by_level_lanes(typingctx, re, im, j, levels, phases):
+    """re/im[j..] *= phases[levels[j..]] (LANES amplitudes; every level an index of ``phases``)."""
+    if not (
+        _is_buffer(re)
+        and re == im
+        and _is_levels(levels)
+        and isinstance(phases, types.Array)
+        and isinstance(phases.dtype, types.Complex)
+    ):
+        return None
+    sig = types.void(re, im, j, levels, phases)
+
+    def codegen(context, builder, sig, args):
+        re_, im_, j_, levels_, phases_ = args
+        v = _Vectors(context, builder, sig.args[0])
+        level = _levels_vector(context, builder, sig.args[3], levels_, j_)
+        pr, pi = _table_lanes(context, builder, sig.args[4], phases_, level, sig.args[0].dtype)
+        pointers = v.pointer(re_, j_), v.pointer(im_, j_)
+        xr, xi = v.load(pointers[0]), v.load(pointers[1])
+        v.store(v.sub(v.mul(xr, pr), v.mul(xi, pi)), pointers[0])
+        v.store(v.add(v.mul(xr, pi), v.mul(xi, pr)), pointers[1])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def level_sums_lanes(typingctx, pre, pim, lre, lim, values):
+    """(Σ q, Σ q·values) over the buffers' first LANES·⌊size/LANES⌋ amplitudes, q = Im(conj(λ) φ),
+    summed in float64 vectors (``values``: unsigned levels or a diagonal's float values)."""
+    numeric = isinstance(values, types.Array) and values.layout == "C" and isinstance(values.dtype, (types.Float, types.Integer))
+    if not (_is_buffer(pre) and pre == pim == lre == lim and numeric and not getattr(values.dtype, "signed", False)):
+        return None
+    sig = types.UniTuple(types.float64, 2)(pre, pim, lre, lim, values)
+
+    def codegen(context, builder, sig, args):
+        pre_, pim_, lre_, lim_, values_ = args
+        v = _Vectors(context, builder, sig.args[0])
+        double = ir.VectorType(ir.DoubleType(), LANES)
+        sums = [cgutils.alloca_once_value(builder, ir.Constant(double, [0.0] * LANES)) for _ in range(2)]
+        count = context.make_array(sig.args[0])(context, builder, pre_).nitems
+        with cgutils.for_range(builder, builder.udiv(count, ir.Constant(count.type, LANES))) as loop:
+            j = builder.mul(loop.index, ir.Constant(count.type, LANES))
+            pr, pi, lr, li = (v.load(v.pointer(a, j)) for a in (pre_, pim_, lre_, lim_))
+            q = v.sub(v.mul(lr, pi), v.mul(li, pr))
+            q = q if q.type == double else builder.fpext(q, double)
+            value = _levels_vector(context, builder, sig.args[4], values_, j)
+            if isinstance(sig.args[4].dtype, types.Integer):
+                value = builder.uitofp(value, double)
+            elif value.type != double:
+                value = builder.fpext(value, double)
+            for total, term in zip(sums, (q, v.mul(q, value)), strict=True):
+                builder.store(v.add(builder.load(total), term), total)
+        return context.make_tuple(builder, sig.return_type, [v.total(builder.load(total)) for total in sums])
+
+    return sig, codegen
