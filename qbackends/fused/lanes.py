@@ -11,9 +11,13 @@ Every index given is the first of LANES consecutive ones, all inside the buffers
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from ..simbase.threads import import_numba
+
+numba = import_numba()  # first: a NUMBA_NUM_THREADS numba refuses is a typed error
+types = numba.types
+cgutils = numba.core.cgutils
+intrinsic = numba.extending.intrinsic
 
 LANES = 8  # 64 bytes of float64 or 32 of float32; LLVM splits or packs them as the machine's vectors allow
 FAST = ("fast",)
