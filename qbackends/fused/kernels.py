@@ -45,7 +45,7 @@ SPECTATORS = 3  # the first pass of a product layer: ungated bits at the bottom 
 TILE_BITS = 15  # ... and the tile of every pass: 2^15 amplitudes; the adjoint holds four split buffers, 1 MiB (L2)
 MAX_TILE_BITS = 19  # above 24 wires tiles grow (engine.tile_bits) rather than a layer take a third pass over the state
 TRANSPOSE_BYTES = 16384  # transposed tiles (contiguous: a first pass's) are moved 16 KiB at a time, through L1
-PAIR_MIN_BIT = 3  # gates on bits below pair badly: runs shorter than a vector (lanes.LANES)
+PAIR_MIN_BIT = lanes.LANES.bit_length() - 1  # gates on bits below pair badly: runs shorter than a vector
 LANES = np.uint64(lanes.LANES)  # amplitudes a vector instruction takes, as the kernels' index type
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 

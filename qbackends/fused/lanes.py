@@ -31,12 +31,16 @@ def _pointer(context, builder, array_type, array, index):
     return builder.bitcast(builder.gep(data, [index], inbounds=True), ir.VectorType(element, LANES).as_pointer())
 
 
-def _splat(context, builder, value, value_type, element_type):
-    """A vector of LANES copies of a scalar, in the buffers' precision."""
-    value = context.cast(builder, value, value_type, element_type)
+def _broadcast(builder, value):
+    """A vector of LANES copies of a scalar."""
     vector = ir.VectorType(value.type, LANES)
     one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(_I32, 0))
     return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined), ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+
+
+def _splat(context, builder, value, value_type, element_type):
+    """A vector of LANES copies of a scalar, in the buffers' precision."""
+    return _broadcast(builder, context.cast(builder, value, value_type, element_type))
 
 
 class _Vectors:
@@ -364,7 +368,7 @@ def _table_lanes(context, builder, table_type, table, levels, element_type):
     everything = ir.Constant(ir.VectorType(ir.IntType(1), LANES), [1] * LANES)
     parts = []
     for part in (0, 1):
-        addresses = builder.add(builder.add(_splat_int(builder, start), offsets), ir.Constant(wide, [part * size] * LANES))
+        addresses = builder.add(builder.add(_broadcast(builder, start), offsets), ir.Constant(wide, [part * size] * LANES))
         pointers = builder.inttoptr(addresses, pointer_vector)
         values = builder.call(gather, [pointers, ir.Constant(_I32, size), everything, ir.Constant(vector, ir.Undefined)])
         if table_type.dtype.underlying_float != element_type:
@@ -374,18 +378,9 @@ def _table_lanes(context, builder, table_type, table, levels, element_type):
     return parts
 
 
-def _splat_int(builder, value):
-    vector = ir.VectorType(value.type, LANES)
-    one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined), ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
-
-
 def _levels_vector(context, builder, levels_type, levels, index):
     """The LANES entries of an array of levels (or values) from ``index`` on, as one vector."""
-    data = context.make_array(levels_type)(context, builder, levels).data
-    pointer = builder.gep(data, [index], inbounds=True)
-    vector = ir.VectorType(context.get_data_type(levels_type.dtype), LANES)
-    return builder.load(builder.bitcast(pointer, vector.as_pointer()), align=levels_type.dtype.bitwidth // 8)
+    return builder.load(_pointer(context, builder, levels_type, levels, index), align=levels_type.dtype.bitwidth // 8)
 
 
 def _is_levels(levels):
