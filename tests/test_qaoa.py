@@ -338,10 +338,10 @@ def test_auto_weighs_the_one_time_kernel_compilation(monkeypatch, tmp_path, capl
         return qaoa.backend_name(dev, qaoa.energy_function(dev, graph, 2).qnode, params, "adjoint")
 
     with caplog.at_level("WARNING", logger="qbackends"):
-        assert taken(20) != "qbackends.fused.qubit"  # 20 steps save far less than 45 s of compiling
+        assert taken(20) != "qbackends.fused.qubit"  # 20 steps save far less than 150 s of compiling
         assert "compiling" not in caplog.text
         assert taken(100_000) == "qbackends.fused.qubit"
-    assert "compiling fused.qubit's kernels, once per installation (about 45 s;" in caplog.text
+    assert "compiling fused.qubit's kernels, once per installation (about 150 s;" in caplog.text
     assert "`qbackends warmup` does it ahead" in caplog.text
 
 
