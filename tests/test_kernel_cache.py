@@ -376,3 +376,39 @@ def test_warmup_compiles_every_kernel_a_qaoa_or_users_circuit_takes(precision):
     for used in (qaoa, circuits):
         missing = {name: sorted(set(sigs) - set(warmed.get(name, []))) for name, sigs in used.items()}
         assert not {name: sigs for name, sigs in missing.items() if sigs}
+
+
+def test_a_cold_devices_first_gradient_compiles_every_other_kernel_then_marks_them(monkeypatch, tmp_path):
+    """The marker means every kernel: a device whose first value and gradient ran on cold kernels runs the
+    warm-up circuits for the rest before it marks them compiled (after a QAOA-only compile a layer between
+    CNOTs compiled for about two minutes in an auto trial); the warm-up's own devices mark nothing."""
+    import dataclasses
+    import types
+
+    import pennylane as qml
+
+    from qbackends.fused.device import FusedQubit
+    from qbackends.simbase.warmup import CompileTimer
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the markers are looked for: none yet
+    ran = []
+
+    def run(precision):
+        ran.append(precision)
+        x = qml.numpy.array(0.4, requires_grad=True)
+        gradient = qml.grad(qml.QNode(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1], FusedQubit(wires=1)))(x)
+        assert gradient == pytest.approx(-np.sin(0.4))  # a real device of the simulator, inside the warm-up
+
+    monkeypatch.setitem(sys.modules, "warmup_circuits_under_test", types.SimpleNamespace(run=run))
+    compilation = dataclasses.replace(warmup.COMPILATION, stem="under-test", circuits="warmup_circuits_under_test:run")
+    cold = CompileTimer(compilation, "c128")
+    warm_later = CompileTimer(compilation, "c128")
+    assert not compilation.done() and ran == []
+    cold.gradient_ran()
+    assert ran == ["c128"] and compilation.done()
+    assert not warmup.compiled()  # the device inside the warm-up left the marking to it
+    cold.gradient_ran()
+    CompileTimer(compilation, "c128").gradient_ran()  # warm: nothing runs again
+    assert ran == ["c128"]
+    warm_later.gradient_ran()  # made while cold, but another has compiled every kernel since
+    assert ran == ["c128"]

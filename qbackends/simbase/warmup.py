@@ -2,12 +2,14 @@
 
 ``Compilation`` says whether that has happened in this installation (a marker beside numba's cache,
 named after what invalidates the cache) and how long it takes here (what the last compile measured).
-``auto`` weighs it (``auto.one_time_seconds``); ``qbackends warmup`` pays it ahead.
+``auto`` weighs it (``auto.one_time_seconds``); ``qbackends warmup`` pays it ahead. The marker means
+every kernel: it is written only once the simulator's warm-up circuits, which take each kernel, have run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import importlib
 import math
@@ -26,12 +28,35 @@ class Compilation:
         modules: the modules whose source the cached kernels are compiled from, the first holding ``CACHE``.
         default_seconds: a whole compile from an empty cache on 2 cores, until this installation times its own.
         stem: the marker's file name start; the seconds file is ``<stem>.seconds``.
+        circuits: ``"module:function"``; function(precision) runs circuits that take every kernel of that precision.
     """
 
     simulator: str
     modules: tuple[str, ...]
     default_seconds: float
     stem: str
+    circuits: str
+
+    def compile(self, precision: str = "c128", spent: float = 0.0) -> None:
+        """Compile (or load) every kernel of ``precision`` by running the warm-up circuits, then mark them
+        compiled, with the seconds numba spent compiling (``spent`` of them before this call) when it did."""
+        module, _, name = self.circuits.partition(":")
+        run_circuits = getattr(importlib.import_module(module), name)
+        cold, seconds = spent > 0 or not self.done(precision), [spent]
+        token = _warming_up.set(True)  # the warm-up's own devices leave the marking to this call
+        try:
+            with timing_compiles(seconds.append):
+                run_circuits(precision)
+        finally:
+            _warming_up.reset(token)
+        self.record(sum(seconds) if cold else 0.0, precision)  # the whole compile, not a recompile of a few
+
+    def cached(self, precision: str = "c128") -> bool:
+        """Whether compiled kernels outlive this process (numba caches them, so a marker can say so)."""
+        try:
+            return self._marker(precision) is not None
+        except OSError:
+            return False
 
     @property
     def seconds_file(self) -> str:
@@ -96,9 +121,14 @@ def timing_compiles(add: Callable[[float], None]) -> Iterator[None]:
         yield
 
 
+_warming_up: contextvars.ContextVar[bool] = contextvars.ContextVar("warming_up", default=False)
+
+
 class CompileTimer:
-    """A device's share of its kernels' compile: it times numba's compiling in its executions and
-    records the compilation once its first value and gradient ran (the whole compile only when it was cold)."""
+    """A device's share of its kernels' compile: it times numba's compiling in its executions and, once its
+    first value and gradient ran on cold kernels, compiles the rest (``Compilation.compile``), so that no later
+    circuit or ``auto`` trial waits for a kernel this one did not take (a layer between CNOTs after a QAOA run
+    compiled for about two minutes); warm, it records nothing new."""
 
     def __init__(self, compilation: Compilation, precision: str = "c128") -> None:
         self._compilation = compilation
@@ -115,6 +145,9 @@ class CompileTimer:
         return timing_compiles(self._add) if self._cold and not self._recorded else contextlib.nullcontext()
 
     def gradient_ran(self) -> None:
-        if not self._recorded:  # values and gradients ran: every kernel is compiled
-            self._compilation.record(self._seconds if self._cold else 0.0, self._precision)  # not a recompile of a few
-            self._recorded = True
+        if self._recorded or _warming_up.get():
+            return
+        self._recorded = True
+        done = self._compilation.done(self._precision)  # by another device or process since, if it was cold
+        if self._cold and not done and self._compilation.cached(self._precision):
+            self._compilation.compile(self._precision, spent=self._seconds)
