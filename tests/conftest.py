@@ -55,9 +55,9 @@ def kernels_compiled():
             assert run.returncode == 0, f"{' '.join(run.args)} failed: {err[-2000:]}"
 
     cold = [p for p in ("c128", "c64") if not fused.compiled(p)] or ([] if batched.COMPILATION.done() else ["c128"])
-    if cold:
-        wait(warmups(cold))
-        for precision in cold if len(cold) > 1 else []:
+    wait(warmups(cold))
+    if len(cold) > 1:  # side by side, one may have overwritten the other's index entries: each loads (or compiles) again
+        for precision in cold:
             wait(warmups([precision]))
     batched.compile_kernels()  # loaded in this process
 
