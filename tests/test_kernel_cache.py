@@ -378,7 +378,7 @@ def test_warmup_compiles_every_kernel_a_qaoa_or_users_circuit_takes(precision):
         assert not {name: sigs for name, sigs in missing.items() if sigs}
 
 
-def test_a_cold_devices_first_gradient_compiles_every_other_kernel_then_marks_them(monkeypatch, tmp_path):
+def test_a_cold_devices_first_gradient_compiles_every_other_kernel_then_marks_them(monkeypatch, tmp_path, caplog):
     """The marker means every kernel: a device whose first value and gradient ran on cold kernels runs the
     warm-up circuits for the rest before it marks them compiled (after a QAOA-only compile a layer between
     CNOTs compiled for about two minutes in an auto trial); the warm-up's own devices mark nothing."""
@@ -394,9 +394,13 @@ def test_a_cold_devices_first_gradient_compiles_every_other_kernel_then_marks_th
     ran = []
 
     def run(precision):
+        @qml.qnode(FusedQubit(wires=1), diff_method="adjoint")
+        def circuit(x):
+            qml.RX(x, wires=0)
+            return qml.expval(qml.Z(0))
+
         ran.append(precision)
-        x = qml.numpy.array(0.4, requires_grad=True)
-        gradient = qml.grad(qml.QNode(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1], FusedQubit(wires=1)))(x)
+        gradient = qml.grad(circuit)(qml.numpy.array(0.4, requires_grad=True))
         assert gradient == pytest.approx(-np.sin(0.4))  # a real device of the simulator, inside the warm-up
 
     monkeypatch.setitem(sys.modules, "warmup_circuits_under_test", types.SimpleNamespace(run=run))
@@ -404,8 +408,12 @@ def test_a_cold_devices_first_gradient_compiles_every_other_kernel_then_marks_th
     cold = CompileTimer(compilation, "c128")
     warm_later = CompileTimer(compilation, "c128")
     assert not compilation.done() and ran == []
-    cold.gradient_ran()
+    with caplog.at_level("WARNING", logger="qbackends"):
+        cold.gradient_ran()
     assert ran == ["c128"] and compilation.done()
+    assert caplog.messages == [
+        "qbackends: compiling the rest of fused.qubit's c128 kernels, once per installation (`qbackends warmup` does it ahead)..."
+    ]
     assert not warmup.compiled()  # the device inside the warm-up left the marking to it
     cold.gradient_ran()
     CompileTimer(compilation, "c128").gradient_ran()  # warm: nothing runs again

@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import hashlib
 import importlib
+import logging
 import math
 import os
 from collections.abc import Callable, Iterator
@@ -121,6 +122,7 @@ def timing_compiles(add: Callable[[float], None]) -> Iterator[None]:
         yield
 
 
+log = logging.getLogger("qbackends")
 _warming_up: contextvars.ContextVar[bool] = contextvars.ContextVar("warming_up", default=False)
 
 
@@ -150,4 +152,9 @@ class CompileTimer:
         self._recorded = True
         done = self._compilation.done(self._precision)  # by another device or process since, if it was cold
         if self._cold and not done and self._compilation.cached(self._precision):
+            log.warning(
+                "qbackends: compiling the rest of %s's %s kernels, once per installation (`qbackends warmup` does it ahead)...",
+                self._compilation.simulator,
+                self._precision,
+            )
             self._compilation.compile(self._precision, spent=self._seconds)
