@@ -26,10 +26,15 @@ def _pair(re, im, a, b, c, d, c1, s1, c2, s2):
 
 
 @njit
-def _moments(pre, pim, lre, lim, j, k, a, b, c, d):
+def _scaled_pair(re, im, a, b, c, d, k1, k2, form):
+    lanes.rx_pair_scaled_lanes(re, im, a, b, c, d, k1, k2, form)
+
+
+@njit
+def _moments(pre, pim, lre, lim, j, k, step1, step2):
     x = lanes.x_moment_lanes(pre, pim, lre, lim, j, k)
     y = lanes.y_moment_lanes(pre, pim, lre, lim, j, k)
-    return x, y, lanes.x_moment_pair_lanes(pre, pim, lre, lim, a, b, c, d)
+    return x, y, lanes.x_moment_pair_sweep(pre, pim, lre, lim, step1, step2)
 
 
 @njit
@@ -38,8 +43,8 @@ def _split_join(re, im, row, psi, start, out):
     lanes.join_lanes(re, im, row, out, start)
 
 
-def _buffers(dtype, count=1):
-    return [rng.normal(size=4 * L).astype(dtype) for _ in range(2 * count)]
+def _buffers(dtype, count=1, size=4 * L):
+    return [rng.normal(size=size).astype(dtype) for _ in range(2 * count)]
 
 
 def _gate_on(z, j, k, u):
@@ -71,9 +76,24 @@ def test_a_pair_on_lanes_is_the_two_gates_one_after_the_other(dtype, tol):
     np.testing.assert_allclose(re + 1j * im, z, atol=tol * 10, rtol=0)
 
 
+@pytest.mark.parametrize("form", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-14), (np.float32, 1e-6)])
+def test_a_scaled_pair_on_lanes_is_the_two_gates_less_their_factors(dtype, tol, form):
+    re, im = _buffers(dtype)
+    z = re.astype(complex) + 1j * im
+    (c1, s1), (c2, s2) = (np.cos(0.4), np.sin(0.4)), (np.cos(-1.1), np.sin(-1.1))
+    # bit 0 of form: the first gate scaled by its diagonal (k = s/c), else by its off-diagonal (k = c/s)
+    k1, f1 = (s1 / c1, c1) if form & 1 else (c1 / s1, s1)
+    k2, f2 = (s2 / c2, c2) if form & 2 else (c2 / s2, s2)
+    _scaled_pair(re, im, 0, L, 2 * L, 3 * L, k1, k2, form)
+    for (j, k), (c, s) in (((0, L), (c1, s1)), ((2 * L, 3 * L), (c1, s1)), ((0, 2 * L), (c2, s2)), ((L, 3 * L), (c2, s2))):
+        _gate_on(z, j, k, np.array([[c, 1j * s], [1j * s, c]]))
+    np.testing.assert_allclose((re + 1j * im) * f1 * f2, z, atol=tol * 10, rtol=0)
+
+
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 def test_moments_on_lanes_are_the_imaginary_part_of_the_generators_expectation(dtype, tol):
-    pre, pim, lre, lim = _buffers(dtype, 2)
+    pre, pim, lre, lim = _buffers(dtype, 2, size=16 * L)
     phi, lam = pre.astype(complex) + 1j * pim, lre.astype(complex) + 1j * lim
 
     def moment(pairs, p):
@@ -87,11 +107,12 @@ def test_moments_on_lanes_are_the_imaginary_part_of_the_generators_expectation(d
         return total
 
     X, Y = np.array([[0, 1], [1, 0]]), np.array([[0, -1j], [1j, 0]])
-    x, y, (first, second) = _moments(pre, pim, lre, lim, L, 3 * L, 0, L, 2 * L, 3 * L)
+    x, y, (first, second) = _moments(pre, pim, lre, lim, L, 3 * L, np.uint64(L), np.uint64(4 * L))
     assert x == pytest.approx(moment([(L, 3 * L)], X), abs=tol)
     assert y == pytest.approx(moment([(L, 3 * L)], Y), abs=tol)
-    assert first == pytest.approx(moment([(0, L), (2 * L, 3 * L)], X), abs=tol)
-    assert second == pytest.approx(moment([(0, 2 * L), (L, 3 * L)], X), abs=tol)
+    # the sweep: every pair of the two steps over the 16 L amplitudes, runs of L at a time
+    assert first == pytest.approx(moment([(j, j + L) for j in range(0, 16 * L, L) if not j & L], X), abs=tol)
+    assert second == pytest.approx(moment([(j, j + 4 * L) for j in range(0, 16 * L, L) if not j & 4 * L], X), abs=tol)
 
 
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])

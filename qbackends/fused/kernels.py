@@ -27,10 +27,11 @@ from .lanes import (
     phase_by_level_lanes,
     rx_lanes,
     rx_pair_lanes,
+    rx_pair_scaled_lanes,
     split_lanes,
     split_transposed_lanes,
     x_moment_lanes,
-    x_moment_pair_lanes,
+    x_moment_pair_sweep,
     y_moment_lanes,
 )
 
@@ -355,27 +356,30 @@ def _is_rx_shaped(m):
 
 
 @njit(inline="always")
-def _apply_2x2(re, im, bit, m):
-    """Buffers ← U buffers on ``bit``; an RX-shaped U (real diagonal, imaginary off-diagonal) takes half the multiplies."""
+def _apply_2x2(re, im, bit, m, scale=1.0):
+    """Buffers ← scale·U buffers on ``bit``; an RX-shaped U (real diagonal, imaginary off-diagonal) takes half the multiplies."""
     step = np.uint64(1) << np.uint64(bit)
     size = np.uint64(re.size)
     base = np.uint64(0)
     if step >= LANES:  # runs of whole vectors
         if _is_rx_shaped(m):
-            c, s = m[0, 0].real, m[0, 1].imag
+            c, s = scale * m[0, 0].real, scale * m[0, 1].imag
             while base < size:
                 for j in range(base, base + step, LANES):
                     rx_lanes(re, im, j, j + step, c, s)
                 base += step + step
             return
-        entries = (m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag, m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag)
+        entries = (
+            scale * m[0, 0].real, scale * m[0, 0].imag, scale * m[0, 1].real, scale * m[0, 1].imag,
+            scale * m[1, 0].real, scale * m[1, 0].imag, scale * m[1, 1].real, scale * m[1, 1].imag,
+        )  # fmt: skip
         while base < size:
             for j in range(base, base + step, LANES):
                 gate_lanes(re, im, j, j + step, entries)
             base += step + step
         return
     if _is_rx_shaped(m):  # U = [[c, is], [is, c]]
-        c, s = m[0, 0].real, m[0, 1].imag
+        c, s = scale * m[0, 0].real, scale * m[0, 1].imag
         while base < size:
             for j in range(base, base + step):
                 k = j + step
@@ -386,8 +390,8 @@ def _apply_2x2(re, im, bit, m):
                 im[k] = c * yi + s * xr
             base += step + step
         return
-    m0, m1, m2, m3 = m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag
-    m4, m5, m6, m7 = m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag
+    m0, m1, m2, m3 = scale * m[0, 0].real, scale * m[0, 0].imag, scale * m[0, 1].real, scale * m[0, 1].imag
+    m4, m5, m6, m7 = scale * m[1, 0].real, scale * m[1, 0].imag, scale * m[1, 1].real, scale * m[1, 1].imag
     while base < size:
         for j in range(base, base + step):
             k = j + step
@@ -496,12 +500,11 @@ def _quad_start(q0, step1, step2):
 
 
 @njit(inline="always")
-def _apply_rx_pair(re, im, bit1, bit2, m1, m2):
-    """Two RX-shaped gates, on bits bit1 < bit2, in one sweep: each quadruple of amplitudes is loaded
-    and stored once, not twice (gates on tiles are bound by loads and stores, not arithmetic)."""
+def _apply_rx_pair(re, im, bit1, bit2, c1, s1, c2, s2):
+    """Two RX-shaped gates [[c, i·s], [i·s, c]], on bits bit1 < bit2, in one sweep: each quadruple of
+    amplitudes is loaded and stored once, not twice (gates on tiles are bound by loads and stores)."""
     step1 = np.uint64(1) << np.uint64(bit1)
     step2 = np.uint64(1) << np.uint64(bit2)
-    c1, s1, c2, s2 = m1[0, 0].real, m1[0, 1].imag, m2[0, 0].real, m2[0, 1].imag
     for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
         start = _quad_start(q0, step1, step2)
         if step1 >= LANES:
@@ -520,17 +523,69 @@ def _apply_rx_pair(re, im, bit1, bit2, m1, m2):
 
 
 @njit(inline="always")
-def _apply_range(re, im, tile_bits, mats, first, last):
+def _scaled_rx(m):
+    """An RX-shaped gate as factor·(its scaled form, ``lanes._scaled_rotate``): (k, unit diagonal, factor),
+    the factor its larger entry's, so |k| ≤ 1 and a sweep of them grows no amplitude more than √2 a gate."""
+    c, s = m[0, 0].real, m[0, 1].imag
+    if abs(c) >= abs(s):
+        return s / c, 1, c
+    return c / s, 0, s
+
+
+@njit(inline="always")
+def _pairs_at(tile_bits, mats, i, last):
+    """Whether gates i and i + 1 (< last) take one sweep: both RX-shaped, on runs long enough to vectorise."""
+    return i + 1 < last and tile_bits[i] >= PAIR_MIN_BIT and _is_rx_shaped(mats[i]) and _is_rx_shaped(mats[i + 1])
+
+
+@njit(inline="always")
+def _apply_range(re, im, tile_bits, mats, first, last, factor):
     """Gates first..last-1 (on ascending bits), two RX-shaped ones per sweep where they follow each
-    other (and the lower bit's runs are long enough to vectorise)."""
+    other (``_pairs_at``). The pairs are applied less their factors (a multiply-add a number, not two
+    multiplies: c64 sweeps are bound by them), all but gate 0's, which is applied times ``factor``, the
+    product of the others' (``_scaled_factor``)."""
     i = first
     while i < last:
-        if i + 1 < last and tile_bits[i] >= PAIR_MIN_BIT and _is_rx_shaped(mats[i]) and _is_rx_shaped(mats[i + 1]):
-            _apply_rx_pair(re, im, tile_bits[i], tile_bits[i + 1], mats[i], mats[i + 1])
+        if _pairs_at(tile_bits, mats, i, last):
+            if i == 0:
+                m1, m2 = mats[0], mats[1]
+                c1, s1 = factor * m1[0, 0].real, factor * m1[0, 1].imag
+                _apply_rx_pair(re, im, tile_bits[0], tile_bits[1], c1, s1, m2[0, 0].real, m2[0, 1].imag)
+            else:
+                k1, unit1, _ = _scaled_rx(mats[i])
+                k2, unit2, _ = _scaled_rx(mats[i + 1])
+                _apply_scaled_pair(re, im, tile_bits[i], tile_bits[i + 1], k1, k2, unit1 | (unit2 << 1))
             i += 2
         else:
-            _apply_2x2(re, im, tile_bits[i], mats[i])
+            _apply_2x2(re, im, tile_bits[i], mats[i], factor if i == 0 else 1.0)
             i += 1
+
+
+@njit(inline="always")
+def _apply_scaled_pair(re, im, bit1, bit2, k1, k2, form):
+    step1 = np.uint64(1) << np.uint64(bit1)
+    step2 = np.uint64(1) << np.uint64(bit2)
+    for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
+        start = _quad_start(q0, step1, step2)
+        for a in range(start, start + step1, LANES):
+            rx_pair_scaled_lanes(re, im, a, a + step1, a + step2, a + step2 + step1, k1, k2, form)
+
+
+@njit(inline="always")
+def _scaled_factor(tile_bits, mats, inner):
+    """The product of the factors the scaled pairs of ``_apply_range`` leave out (pairs are formed
+    within the gates on the low bits, 0..inner-1, and within the rest)."""
+    factor = 1.0
+    for first, last in ((0, inner), (inner, mats.shape[0])):
+        i = first
+        while i < last:
+            if _pairs_at(tile_bits, mats, i, last):
+                if i != 0:
+                    factor *= _scaled_rx(mats[i])[2] * _scaled_rx(mats[i + 1])[2]
+                i += 2
+            else:
+                i += 1
+    return factor
 
 
 @njit(fastmath=True)
@@ -538,9 +593,10 @@ def _apply_gates(re, im, tile_bits, mats):
     """All of a pass's gates on a tile: those on the low tile bits one L1-sized block at a time."""
     width = re.size
     inner = _inner_count(tile_bits, width)
+    factor = _scaled_factor(tile_bits, mats, inner)
     for block in range(0, width, SUBTILE):
-        _apply_range(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits, mats, 0, inner)
-    _apply_range(re, im, tile_bits, mats, inner, mats.shape[0])
+        _apply_range(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits, mats, 0, inner, factor)
+    _apply_range(re, im, tile_bits, mats, inner, mats.shape[0], factor)
 
 
 @njit(parallel=True, fastmath=True)
@@ -575,16 +631,12 @@ def _x_moment_pair(pre, pim, lre, lim, bit1, bit2):
     """Im⟨λ|X|φ⟩ on bit1 and on bit2 (bit1 < bit2) in one sweep over the quadruples."""
     step1 = np.uint64(1) << np.uint64(bit1)
     step2 = np.uint64(1) << np.uint64(bit2)
+    if step1 >= LANES:
+        return x_moment_pair_sweep(pre, pim, lre, lim, step1, step2)
     acc1 = 0.0
     acc2 = 0.0
     for q0 in range(np.uint64(0), np.uint64(pre.size) >> np.uint64(2), step1):
         start = _quad_start(q0, step1, step2)
-        if step1 >= LANES:
-            for a in range(start, start + step1, LANES):
-                m1, m2 = x_moment_pair_lanes(pre, pim, lre, lim, a, a + step1, a + step2, a + step2 + step1)
-                acc1 += m1
-                acc2 += m2
-            continue
         for a in range(start, start + step1):
             b, c = a + step1, a + step2
             d = c + step1

@@ -168,6 +168,50 @@ def rx_pair_lanes(typingctx, re, im, a, b, c, d, c1, s1, c2, s2):
     return sig, codegen
 
 
+def _scaled_rotate(v, k, unit_diagonal, xr, xi, yr, yi):
+    """An RX-shaped gate [[c, i·s], [i·s, c]] less the factor of its larger entry, one multiply-add a
+    number: x, y ← x + i·k·y, y + i·k·x (``unit_diagonal``: k = s/c) or k·x + i·y, k·y + i·x (k = c/s)."""
+    mul, add, sub = v.mul, v.add, v.sub
+    if unit_diagonal:
+        return sub(xr, mul(k, yi)), add(xi, mul(k, yr)), sub(yr, mul(k, xi)), add(yi, mul(k, xr))
+    return sub(mul(k, xr), yi), add(mul(k, xi), yr), sub(mul(k, yr), xi), add(mul(k, yi), xr)
+
+
+@intrinsic
+def rx_pair_scaled_lanes(typingctx, re, im, a, b, c, d, k1, k2, form):
+    """As rx_pair_lanes, both gates less their factors (``_scaled_rotate``; ``form``: bit 0 set if the
+    first has a unit diagonal, bit 1 the second): half the multiplies. The caller applies the factors."""
+    if not (_is_buffer(re) and re == im and isinstance(form, types.Integer)):
+        return None
+    sig = types.void(re, im, a, b, c, d, k1, k2, form)
+
+    def codegen(context, builder, sig, args):
+        re_, im_ = args[0], args[1]
+        v = _Vectors(context, builder, sig.args[0])
+        pointers = [(v.pointer(re_, i), v.pointer(im_, i)) for i in args[2:6]]
+        loaded = [(v.load(r), v.load(i)) for r, i in pointers]
+        k1_, k2_ = v.splat(args[6], sig.args[6]), v.splat(args[7], sig.args[7])
+        end = builder.append_basic_block("scaled.end")
+        switch = builder.switch(args[8], end)
+        for form_ in range(4):  # a branch per form, taken the same way for every call of a sweep
+            block = builder.append_basic_block(f"scaled.form{form_}")
+            switch.add_case(ir.Constant(args[8].type, form_), block)
+            with builder.goto_block(block):
+                (ar, ai), (br, bi), (cr, ci), (dr, di) = loaded
+                ar, ai, br, bi = _scaled_rotate(v, k1_, form_ & 1, ar, ai, br, bi)
+                cr, ci, dr, di = _scaled_rotate(v, k1_, form_ & 1, cr, ci, dr, di)
+                ar, ai, cr, ci = _scaled_rotate(v, k2_, form_ & 2, ar, ai, cr, ci)
+                br, bi, dr, di = _scaled_rotate(v, k2_, form_ & 2, br, bi, dr, di)
+                for (r, i), (pr, pi) in zip(((ar, ai), (br, bi), (cr, ci), (dr, di)), pointers, strict=True):
+                    v.store(r, pr)
+                    v.store(i, pi)
+                builder.branch(end)
+        builder.position_at_end(end)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _moment_terms(v, generator, phi_j, phi_k, lam_j, lam_k):
     """The lanes of Im⟨λ|P|φ⟩ over the pairs (j, k): P = X (1) or Y (2); each a (re, im) vector pair."""
     (pr_j, pi_j), (pr_k, pi_k), (lr_j, li_j), (lr_k, li_k) = phi_j, phi_k, lam_j, lam_k
@@ -207,21 +251,38 @@ y_moment_lanes = _moment_intrinsic(2)
 
 
 @intrinsic
-def x_moment_pair_lanes(typingctx, pre, pim, lre, lim, a, b, c, d):
-    """Over the quadruples a.., b.., c.., d.. (as in rx_pair_lanes): the X moments on the step1 pairs
-    and on the step2 pairs, in float64."""
-    if not (_is_buffer(pre) and pre == pim == lre == lim):
+def x_moment_pair_sweep(typingctx, pre, pim, lre, lim, step1, step2):
+    """The X moments on the step1 pairs and on the step2 pairs (step1 < step2, both at least LANES),
+    in float64, over every quadruple a, a + step1, a + step2, a + step1 + step2 of the buffers: one
+    loop summing in vector registers (a sum per call of LANES amplitudes cost a third more)."""
+    if not (_is_buffer(pre) and pre == pim == lre == lim and step1 == step2 and isinstance(step1, types.Integer)):
         return None
-    sig = types.UniTuple(types.float64, 2)(pre, pim, lre, lim, a, b, c, d)
+    sig = types.UniTuple(types.float64, 2)(pre, pim, lre, lim, step1, step2)
 
     def codegen(context, builder, sig, args):
         v = _Vectors(context, builder, sig.args[0])
-        pre_, pim_, lre_, lim_ = args[:4]
-        phi = [(v.load(v.pointer(pre_, i)), v.load(v.pointer(pim_, i))) for i in args[4:8]]
-        lam = [(v.load(v.pointer(lre_, i)), v.load(v.pointer(lim_, i))) for i in args[4:8]]
-        first = v.add(_moment_terms(v, 1, phi[0], phi[1], lam[0], lam[1]), _moment_terms(v, 1, phi[2], phi[3], lam[2], lam[3]))
-        second = v.add(_moment_terms(v, 1, phi[0], phi[2], lam[0], lam[2]), _moment_terms(v, 1, phi[1], phi[3], lam[1], lam[3]))
-        return context.make_tuple(builder, sig.return_type, [v.total(first), v.total(second)])
+        pre_, pim_, lre_, lim_, step1_, step2_ = args
+        index = step1_.type
+        one = ir.Constant(index, 1)
+        size = context.make_array(sig.args[0])(context, builder, pre_).nitems
+        zero = ir.Constant(ir.VectorType(context.get_data_type(sig.args[0].dtype), LANES), [0.0] * LANES)
+        sums = cgutils.alloca_once_value(builder, zero), cgutils.alloca_once_value(builder, zero)
+        low, mid = builder.sub(step1_, one), builder.sub(builder.lshr(step2_, one), one)
+        quads = builder.lshr(size, ir.Constant(index, 2))
+        with cgutils.for_range_slice(builder, ir.Constant(index, 0), quads, step1_) as (q0, _):
+            # the quadruple's first amplitude: q0 with zero bits put in at step1 and step2 (kernels._quad_start)
+            high_part = builder.shl(builder.and_(q0, builder.not_(mid)), ir.Constant(index, 2))
+            mid_part = builder.shl(builder.and_(builder.and_(q0, mid), builder.not_(low)), one)
+            start = builder.or_(high_part, mid_part)
+            with cgutils.for_range_slice(builder, start, builder.add(start, step1_), ir.Constant(index, LANES)) as (a, _):
+                quad = a, builder.add(a, step1_), builder.add(a, step2_), builder.add(builder.add(a, step1_), step2_)
+                phi = [(v.load(v.pointer(pre_, i)), v.load(v.pointer(pim_, i))) for i in quad]
+                lam = [(v.load(v.pointer(lre_, i)), v.load(v.pointer(lim_, i))) for i in quad]
+                first = v.add(_moment_terms(v, 1, phi[0], phi[1], lam[0], lam[1]), _moment_terms(v, 1, phi[2], phi[3], lam[2], lam[3]))
+                second = v.add(_moment_terms(v, 1, phi[0], phi[2], lam[0], lam[2]), _moment_terms(v, 1, phi[1], phi[3], lam[1], lam[3]))
+                for total, term in zip(sums, (first, second), strict=True):
+                    builder.store(v.add(builder.load(total), term), total)
+        return context.make_tuple(builder, sig.return_type, [v.total(builder.load(total)) for total in sums])
 
     return sig, codegen
 
