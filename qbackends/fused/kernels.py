@@ -475,17 +475,25 @@ def _moment(pre, pim, lre, lim, bit, generator):
     return acc
 
 
-SUBTILE_BITS = 10  # four split buffers of 2^10 amplitudes: 32 KiB, inside L1
-SUBTILE = 1 << SUBTILE_BITS
+SUBTILE_BYTES = 32768  # four split buffers of an L1-sized block: 2^10 amplitudes of float64, 2^11 of float32
 
 
 @njit(inline="always")
-def _inner_count(tile_bits, width):
+def _subtile_bits(buffer):
+    """An L1-sized block of split buffers like ``buffer`` holds 2^this amplitudes."""
+    bits = 0
+    while (4 * buffer.itemsize) << (bits + 1) <= SUBTILE_BYTES:
+        bits += 1
+    return bits
+
+
+@njit(inline="always")
+def _inner_count(tile_bits, buffer):
     """How many leading gates (sorted by tile bit) act inside an L1-sized block."""
-    if width <= SUBTILE:
+    if buffer.size <= 1 << _subtile_bits(buffer):
         return tile_bits.size
     count = 0
-    while count < tile_bits.size and tile_bits[count] < SUBTILE_BITS:
+    while count < tile_bits.size and tile_bits[count] < _subtile_bits(buffer):
         count += 1
     return count
 
@@ -592,10 +600,11 @@ def _scaled_factor(tile_bits, mats, inner):
 def _apply_gates(re, im, tile_bits, mats):
     """All of a pass's gates on a tile: those on the low tile bits one L1-sized block at a time."""
     width = re.size
-    inner = _inner_count(tile_bits, width)
+    inner = _inner_count(tile_bits, re)
     factor = _scaled_factor(tile_bits, mats, inner)
-    for block in range(0, width, SUBTILE):
-        _apply_range(re[block : block + SUBTILE], im[block : block + SUBTILE], tile_bits, mats, 0, inner, factor)
+    subtile = 1 << _subtile_bits(re)
+    for block in range(0, width, subtile):
+        _apply_range(re[block : block + subtile], im[block : block + subtile], tile_bits, mats, 0, inner, factor)
     _apply_range(re, im, tile_bits, mats, inner, mats.shape[0], factor)
 
 
@@ -613,9 +622,10 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
             base = _tile_base(tile, rest_bits)
             _gather(pre, pim, phi, base, offsets, run_bits, transposed)
             _gather(lre, lim, lam, base, offsets, run_bits, transposed)
-            inner = _inner_count(tile_bits, width)
-            for block in range(0, width, SUBTILE):
-                end = block + SUBTILE
+            inner = _inner_count(tile_bits, pre)
+            subtile = 1 << _subtile_bits(pre)
+            for block in range(0, width, subtile):
+                end = block + subtile
                 a, b, c, d = pre[block:end], pim[block:end], lre[block:end], lim[block:end]
                 for i in range(inner):
                     out[t, i] += _undo_with_moment(a, b, c, d, tile_bits[i], inverses[i], generators[i])
@@ -665,9 +675,10 @@ def _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, first, las
 @njit(fastmath=True)
 def _tile_moments(pre, pim, lre, lim, tile_bits, generators, out, t):
     width = pre.size
-    inner = _inner_count(tile_bits, width)
-    for block in range(0, width, SUBTILE):
-        end = block + SUBTILE
+    inner = _inner_count(tile_bits, pre)
+    subtile = 1 << _subtile_bits(pre)
+    for block in range(0, width, subtile):
+        end = block + subtile
         _moments_range(pre[block:end], pim[block:end], lre[block:end], lim[block:end], tile_bits, generators, out, t, 0, inner)
     _moments_range(pre, pim, lre, lim, tile_bits, generators, out, t, inner, tile_bits.size)
 
