@@ -327,7 +327,7 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
     """Lower the operators ``ruleset`` targets with its rules, by graph decomposition."""
     keep = ruleset.kept(adjoint)
     if all(op.name in keep for op in tape.operations):
-        return (tape,), _identity
+        return (_rebindable(tape),), _identity
     # Every kept gate costs one pass; the default rules' outputs win ties.
     gate_set = {name: 0.99 if name in ruleset.preferred else 1.0 for name in keep}
     with qml.decomposition.toggle_graph_ctx(True), warnings.catch_warnings():
@@ -343,7 +343,30 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
             strict=False,
         )
     _refuse_unlowerable(tapes[0], ruleset, adjoint)
-    return tapes, post
+    return (_rebindable(tapes[0]),), post
+
+
+def _rebindable(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
+    """The tape with each evolution left whole at a constant time t as the same operator in the form
+    Exp(H, -i·t): PennyLane 0.45 cannot rebind an ``Evolution``'s parameters (docs/upstream.md), and
+    its pipeline rebinds every parameter to NumPy before a device runs (an IndexError, even with
+    ``diff_method=None``). A trainable time is left as it is: backprop differentiates it as written."""
+    ops = [
+        qml.exp(op.base, -1j * op.data[0]) if op.name == "Evolution" and not qml.math.requires_grad(op.data[0]) else op
+        for op in tape.operations
+    ]
+    if all(new is old for new, old in zip(ops, tape.operations, strict=True)):
+        return tape
+    moved, index, shift = {}, 0, 0  # each kept parameter's new index (a replaced op's is constant)
+    for old, new in zip(tape.operations, ops, strict=True):
+        if new is old:
+            moved.update((index + k, index + k + shift) for k in range(len(old.data)))
+        index += len(old.data)
+        shift += len(new.data) - len(old.data)
+    total = len(tape.get_parameters(trainable_only=False))
+    moved.update((i, i + shift) for i in range(index, total))  # the observables'
+    trainable = [moved[i] for i in tape.trainable_params if i in moved]
+    return tape.copy(operations=ops, trainable_params=trainable)
 
 
 class UnsupportedOperatorError(UnsupportedCircuitError, qml.exceptions.DeviceError):

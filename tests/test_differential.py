@@ -206,5 +206,33 @@ def test_non_commuting_evolution_is_refused_typed_where_the_device_cannot_run_it
         c(0.7)
 
 
+@pytest.mark.parametrize("backend", ["local:pennylane/default.qubit", "auto"])
+def test_a_non_commuting_evolution_at_a_constant_time_runs_where_the_device_runs_it_by_matrix(backend):
+    """Found by the long differential run: PennyLane 0.45 rebinds every parameter to NumPy before a
+    device runs, and cannot rebind an Evolution's (IndexError), so a constant (autograd) time failed
+    even with diff_method=None; qbackends hands the device the same operator as Exp(H, -i t)."""
+    h = qml.Hamiltonian([1.0, 0.6], [qml.X(0) @ qml.X(1), qml.Y(0)])
+
+    def circuit(t, a):
+        qml.RX(a, wires=0)
+        qml.evolve(h, t)
+        return qml.probs(wires=[0])
+
+    def exact(angle):  # P(wire 0) from the matrices
+        state = qml.matrix(qml.evolve(h, 0.3), wire_order=[0, 1]) @ np.kron(qml.matrix(qml.RX(angle, 0)), np.eye(2))[:, 0]
+        return np.array([np.sum(np.abs(state[:2]) ** 2), np.sum(np.abs(state[2:]) ** 2)])
+
+    t = qml.numpy.array(0.3, requires_grad=False)
+    a = qml.numpy.array(1.0, requires_grad=True)
+    probs = qml.QNode(circuit, get_device(backend, wires=2), diff_method=None)
+    np.testing.assert_allclose(probs(t, a), exact(1.0), atol=1e-12)
+    # the trainable angle keeps its place among the parameters: its derivative, against finite differences
+    step = 1e-3
+    slope = (exact(1.0 - 2 * step) - 8 * exact(1.0 - step) + 8 * exact(1.0 + step) - exact(1.0 + 2 * step)) / (12 * step)
+    assert np.abs(slope).max() > 0.1
+    differentiated = qml.QNode(circuit, get_device(backend, wires=2), diff_method="best")
+    np.testing.assert_allclose(qml.jacobian(differentiated)(t, a), slope, atol=1e-9)
+
+
 def _step(label, queue, nparams=0):
     return Step(label, nparams, queue)

@@ -278,8 +278,12 @@ def x_moment_pair_sweep(typingctx, pre, pim, lre, lim, step1, step2):
                 quad = a, builder.add(a, step1_), builder.add(a, step2_), builder.add(builder.add(a, step1_), step2_)
                 phi = [(v.load(v.pointer(pre_, i)), v.load(v.pointer(pim_, i))) for i in quad]
                 lam = [(v.load(v.pointer(lre_, i)), v.load(v.pointer(lim_, i))) for i in quad]
-                first = v.add(_moment_terms(v, 1, phi[0], phi[1], lam[0], lam[1]), _moment_terms(v, 1, phi[2], phi[3], lam[2], lam[3]))
-                second = v.add(_moment_terms(v, 1, phi[0], phi[2], lam[0], lam[2]), _moment_terms(v, 1, phi[1], phi[3], lam[1], lam[3]))
+                first = v.add(
+                    _moment_terms(v, 1, phi[0], phi[1], lam[0], lam[1]), _moment_terms(v, 1, phi[2], phi[3], lam[2], lam[3])
+                )
+                second = v.add(
+                    _moment_terms(v, 1, phi[0], phi[2], lam[0], lam[2]), _moment_terms(v, 1, phi[1], phi[3], lam[1], lam[3])
+                )
                 for total, term in zip(sums, (first, second), strict=True):
                     builder.store(v.add(builder.load(total), term), total)
         return context.make_tuple(builder, sig.return_type, [v.total(builder.load(total)) for total in sums])
