@@ -510,7 +510,7 @@ def _quad_start(q0, step1, step2):
 @njit(inline="always")
 def _apply_rx_pair(re, im, bit1, bit2, c1, s1, c2, s2):
     """Two RX-shaped gates [[c, i·s], [i·s, c]], on bits bit1 < bit2, in one sweep: each quadruple of
-    amplitudes is loaded and stored once, not twice (gates on tiles are bound by loads and stores)."""
+    amplitudes is loaded and stored once, not twice."""
     step1 = np.uint64(1) << np.uint64(bit1)
     step2 = np.uint64(1) << np.uint64(bit2)
     for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
@@ -571,6 +571,7 @@ def _apply_range(re, im, tile_bits, mats, first, last, factor):
 
 @njit(inline="always")
 def _apply_scaled_pair(re, im, bit1, bit2, k1, k2, form):
+    """As _apply_rx_pair, both gates less their factors (``lanes.rx_pair_scaled_lanes``); bit1 ≥ PAIR_MIN_BIT."""
     step1 = np.uint64(1) << np.uint64(bit1)
     step2 = np.uint64(1) << np.uint64(bit2)
     for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
