@@ -13,7 +13,7 @@ from circuits import random_params
 
 from qbackends import capabilities, get_device, get_registry
 from qbackends.errors import UnsupportedCircuitError
-from qbackends.fused import kernels
+from qbackends.fused import engine, kernels
 from qbackends.fused.program import SUPPORTED, applied_by_matrix, compile_operations
 from qbackends.workloads import qaoa
 
@@ -458,6 +458,42 @@ def test_peak_memory_is_two_states_and_the_levels():
     tracemalloc.stop()
     state = 16 * 2**graph.nodes
     assert peak <= 2.5 * state, f"peak {peak / state:.2f} state vectors > 2.5"
+
+
+@pytest.mark.parametrize(("transposed", "run_bits", "high_bits"), [(True, 3, range(3, 13)), (False, 6, range(16, 22))])
+def test_states_of_stream_bytes_are_stored_past_the_caches_unchanged(transposed, run_bits, high_bits):
+    """A tile scattered into a state of STREAM_BYTES (22 qubits at c128) from state_buffer streams its
+    stores; the same tile into a state one amplitude off that alignment does not: both states end equal."""
+    size = kernels.STREAM_BYTES // 16
+    streamed = engine.state_buffer(size, np.complex128)
+    cached = engine.state_buffer(size + 1, np.complex128)[1:]
+    assert kernels._streams(streamed) and not kernels._streams(cached)
+    streamed[:], cached[:] = 0.5j, 0.5j
+    offsets = kernels._run_offsets(np.array(high_bits, dtype=np.int64))
+    width = offsets.size << run_bits
+    rng = np.random.default_rng(5)
+    re, im = rng.normal(size=width), rng.normal(size=width)
+    base = np.uint64(1 << 14) if not transposed else np.uint64(1 << 20)
+    for state in (streamed, cached):
+        kernels._scatter(re, im, state, base, offsets, run_bits, transposed)
+    np.testing.assert_array_equal(streamed, cached)
+    written = np.flatnonzero(streamed != 0.5j)
+    assert written.size == width and written.min() >= base
+
+
+def test_a_qaoa_gradient_streamed_at_22_qubits_is_the_cached_ones(monkeypatch):
+    """At 22 qubits c128 every state the device holds streams its stores; with its buffers off the
+    alignment nothing does: the energy and gradient are the same numbers."""
+    graph = qaoa.random_graph(22, 33, seed=22)
+    params = random_params((2, 2), seed=22)
+    streamed = _qaoa_at("c128", graph)
+    results = [(float(streamed(params)), qml.grad(streamed)(params))]
+    aligned = engine.state_buffer
+    monkeypatch.setattr(engine, "state_buffer", lambda size, dtype: aligned(size + 1, dtype)[1:])
+    cached = _qaoa_at("c128", graph)
+    results.append((float(cached(params)), qml.grad(cached)(params)))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
 def test_kernels_are_cached_on_disk():

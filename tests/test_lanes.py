@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from qbackends.fused import lanes
+from qbackends.fused import engine, lanes
 
 L = lanes.LANES
 rng = np.random.default_rng(7)
@@ -170,3 +170,28 @@ def test_phases_by_level_and_level_sums_on_lanes(dtype, tol):
     q = ((lre - 1j * lim) * (re + 1j * im)).imag.astype(float)[: 2 * L]
     assert by_level == pytest.approx((q.sum(), q @ levels[: 2 * L]), abs=tol * 10)
     assert by_value == pytest.approx((q.sum(), q @ values[: 2 * L]), abs=tol * 10)
+
+
+@njit
+def _joined_both_ways(re, im, row, row_stride, start, run_stride, cached, streamed):
+    lanes.join_lanes(re, im, row, cached, start)
+    lanes.join_transposed_lanes(re, im, row, row_stride, cached, start + 2 * L, run_stride)
+    lanes.stream_lanes(re, im, row, streamed, start)
+    lanes.stream_transposed_lanes(re, im, row, row_stride, streamed, start + 2 * L, run_stride)
+    lanes.store_fence()
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_streaming_stores_write_what_cached_stores_write(dtype):
+    """Stores past the caches (aligned to STREAM_ALIGN bytes, as engine.state_buffer allocates) leave
+    the state as join_lanes and join_transposed_lanes do, and nothing else written."""
+    run_stride, row_stride = 2 * L, L + 3
+    real = np.dtype(dtype).type(0).real.dtype
+    re, im = rng.normal(size=L * row_stride).astype(real), rng.normal(size=L * row_stride).astype(real)
+    cached, streamed = (engine.state_buffer(2 * L + L * run_stride, dtype) for _ in range(2))
+    assert streamed.ctypes.data % lanes.STREAM_ALIGN == 0
+    cached[:], streamed[:] = 7.0, 7.0
+    _joined_both_ways(re, im, 0, row_stride, 0, run_stride, cached, streamed)
+    np.testing.assert_array_equal(streamed, cached)
+    np.testing.assert_array_equal(cached[:L], re[:L] + 1j * im[:L])
+    assert (cached == 7.0).sum() == cached.size - L - L * L  # the transposed block wrote L runs of L

@@ -156,7 +156,7 @@ class FusedQubit(SimulatorDevice):
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._scratch.get(name)
         if buf is None or buf.size != size:
-            buf = self._scratch[name] = np.empty(size, dtype=self._dtype)
+            buf = self._scratch[name] = engine.state_buffer(size, self._dtype)
         return buf
 
     # ---- preprocessing ----------------------------------------------------------------------

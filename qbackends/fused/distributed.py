@@ -212,7 +212,7 @@ class Ranks:
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._buffers.get(name)
         if buf is None or buf.size != size:
-            buf = self._buffers[name] = np.empty(size, dtype=self.dtype)
+            buf = self._buffers[name] = engine.state_buffer(size, self.dtype)
         return buf
 
     def exchange(self, state: np.ndarray, name: str) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels as K
+from . import lanes
 from .program import Dense, DiagonalBlock, ProductLayer, Segment
 
 
@@ -61,6 +62,15 @@ def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
     return Tables(
         low_bits, a, m_hi[high_only].astype(np.int64), coefs[high_only].astype(float), gmask.astype(np.int64), c, kind, group
     )
+
+
+def state_buffer(size: int, dtype: type) -> np.ndarray:
+    """An uninitialised state of ``size`` amplitudes at an address the kernels can stream stores to
+    (``kernels._streams``: aligned to ``lanes.STREAM_ALIGN`` bytes, which numpy does not promise)."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(size + lanes.STREAM_ALIGN // itemsize, dtype=dtype)
+    skip = (-raw.ctypes.data % lanes.STREAM_ALIGN) // itemsize
+    return raw[skip : skip + size]
 
 
 @dataclass
@@ -368,7 +378,6 @@ class ProductSource(NamedTuple):
 
 
 NO_CARRIED = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int8), np.empty((0, 0)), np.empty((0, 2, 2), dtype=complex))
-NO_SOURCE = (np.empty((0, 2), complex), np.empty(0, complex), np.empty(0, complex), np.empty(0, np.uint16), np.empty(0, complex))
 
 
 def _product_source(prefix: list[Segment], nwires: int, cache: DiagonalCache | None) -> ProductSource | None:
@@ -381,11 +390,20 @@ def _product_source(prefix: list[Segment], nwires: int, cache: DiagonalCache | N
     return ProductSource(prefix[0], block.values, block.phases) if block else None
 
 
-def _source_tables(source: ProductSource | None, p: Pass, nwires: int) -> tuple:
+def _source_tables(source: ProductSource | None, p: Pass, nwires: int, state: np.ndarray) -> tuple:
     """The kernels' ``source``/``product`` argument for pass ``p``: rest-bit vectors, the product over
-    the pass's high bits per run and over its run bits per offset, levels, phases (see ``kernels._product_tile``)."""
+    the pass's high bits per run and over its run bits per offset (real and imaginary rows in the
+    state's real precision: a tile is written in it), levels, phases (see ``kernels._product_tile``).
+    Empty tables, of the same types, without a source."""
+    real = state.real.dtype
     if source is None:
-        return NO_SOURCE
+        return (
+            np.empty((0, 2), state.dtype),
+            np.empty((2, 0), real),
+            np.empty((2, 0), real),
+            np.empty(0, np.uint16),
+            np.empty(0, state.dtype),
+        )
     vectors = _product_vectors(source.layer, nwires)
 
     def table(bits: list[int]) -> np.ndarray:
@@ -393,9 +411,10 @@ def _source_tables(source: ProductSource | None, p: Pass, nwires: int) -> tuple:
         out = np.ones(index.size, dtype=complex)
         for i, b in enumerate(bits):
             out *= vectors[b][(index >> i) & 1]
-        return out
+        return np.stack([out.real, out.imag]).astype(real)
 
-    return vectors[p.rest], table(list(p.high)), table(list(range(p.run_bits))), source.levels, source.phases
+    high, run = table(list(p.high)), table(list(range(p.run_bits)))
+    return _cast(state, vectors[p.rest]) + (high, run) + _cast(state, source.levels, source.phases)
 
 
 def initial_product(layer: ProductLayer, nwires: int, psi: np.ndarray, levels: np.ndarray, phases: np.ndarray) -> np.ndarray:
@@ -583,7 +602,7 @@ def _layer_pass(
         diagonal = diagonal.astype(psi.real.dtype, copy=False)  # products in the state's precision, sums in float64
     lam = measure.lam if measure is not None and measure.lam is not None else empty
     out = psi if measure is None or measure.write_state else empty
-    tables = _source_tables(product, p, nwires)
+    tables = _source_tables(product, p, nwires, psi)
     undoing = measure is not None and measure.undo
     undo = _inverses(p.mats) if undoing else p.mats[:0]
     moments = np.zeros((1 << p.rest.size, len(p.params)) if undoing else (0, 0))
@@ -594,7 +613,7 @@ def _layer_pass(
         *p.tiling(),
         mats,
         p.tile_bits,
-        _cast(psi, *tables),
+        tables,
         diagonal,
         levels,
         lam,
@@ -832,7 +851,7 @@ def _fused_adjoint(
         K.DIAGONAL_AT_OUTPUT,
         (fusion.block.values, fusion.block.phases, sums),
         carried_args,
-        NO_SOURCE,
+        _source_tables(None, p, nwires, lam),
     )
     traffic.add(phi.size, states=3, values=fusion.block.values.itemsize)
     if carried_out is not None:
@@ -949,7 +968,7 @@ def _layer_adjoint_lambda(
         diagonal = K.DIAGONAL_AT_INPUT if block else K.NO_DIAGONAL
         write = undo and not block  # after the block's moments nothing reads λ
         computed = source is not None and not before  # φ at the input, computed
-        tables = _source_tables(source, p, nwires) if computed else NO_SOURCE
+        tables = _source_tables(source if computed else None, p, nwires, lam)
         _adjoint_sweep(
             p,
             phi,
@@ -1015,7 +1034,7 @@ def _adjoint_sweep(
         diagonal,
         (levels, *_cast(lam, phases), sums),
         (carried_bits, carried_generators, carried_out, *_cast(lam, carried_inverses)),
-        _cast(lam, *source),
+        source,
     )
 
 

@@ -30,6 +30,9 @@ from .lanes import (
     rx_pair_scaled_lanes,
     split_lanes,
     split_transposed_lanes,
+    store_fence,
+    stream_lanes,
+    stream_transposed_lanes,
     x_moment_lanes,
     x_moment_pair_sweep,
     y_moment_lanes,
@@ -48,6 +51,7 @@ MAX_TILE_BITS = 19  # above 24 wires tiles grow (engine.tile_bits) rather than a
 TRANSPOSE_BYTES = 16384  # transposed tiles (contiguous: a first pass's) are moved 16 KiB at a time, through L1
 PAIR_MIN_BIT = lanes.LANES.bit_length() - 1  # gates on bits below pair badly: runs shorter than a vector
 LANES = np.uint64(lanes.LANES)  # amplitudes a vector instruction takes, as the kernels' index type
+STREAM_BYTES = 1 << 26  # states of 64 MiB and more are stored past the caches (_streams; 16 MiB ones ran slower so)
 MIN_RUN_BITS = 6  # later passes gather runs of at least 64 amplitudes (and hold the spectators)
 
 
@@ -320,10 +324,19 @@ def _gather(re, im, psi, base, offsets, run_bits, transposed):
             im[row + j] = p.imag
 
 
+@njit(inline="always")
+def _streams(psi):
+    """Whether stores into psi go past the caches (``lanes.stream_lanes``): a state of STREAM_BYTES or
+    more (it is read back from memory anyway, and a cached store first reads each line it writes),
+    at an address STREAM_ALIGN-aligned (``engine.state_buffer``)."""
+    return psi.size * psi.itemsize >= STREAM_BYTES and psi.ctypes.data % lanes.STREAM_ALIGN == 0
+
+
 @njit()
 def _scatter(re, im, psi, base, offsets, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
     runs = np.uint64(offsets.size)
+    streaming = _streams(psi)
     if transposed:  # as in _gather, backwards
         block = _transpose_block(runs, size, psi.itemsize)
         if size >= LANES and block >= LANES:
@@ -331,7 +344,12 @@ def _scatter(re, im, psi, base, offsets, run_bits, transposed):
                 start = base + offsets[first]
                 for r in range(np.uint64(0), block, LANES):
                     for j in range(np.uint64(0), size, LANES):
-                        join_transposed_lanes(re, im, j * runs + first + r, runs, psi, start + r * size + j, size)
+                        if streaming:
+                            stream_transposed_lanes(re, im, j * runs + first + r, runs, psi, start + r * size + j, size)
+                        else:
+                            join_transposed_lanes(re, im, j * runs + first + r, runs, psi, start + r * size + j, size)
+            if streaming:
+                store_fence()
             return
         for first in range(np.uint64(0), runs, block):
             start = base + offsets[first]
@@ -344,10 +362,15 @@ def _scatter(re, im, psi, base, offsets, run_bits, transposed):
         start, row = base + offsets[run], run * size
         if size >= LANES:
             for j in range(np.uint64(0), size, LANES):
-                join_lanes(re, im, row + j, psi, start + j)
+                if streaming:
+                    stream_lanes(re, im, row + j, psi, start + j)
+                else:
+                    join_lanes(re, im, row + j, psi, start + j)
             continue
         for j in range(size):
             psi[start + j] = complex(re[row + j], im[row + j])
+    if streaming and size >= LANES:
+        store_fence()
 
 
 @njit(inline="always")
@@ -509,25 +532,14 @@ def _quad_start(q0, step1, step2):
 
 @njit(inline="always")
 def _apply_rx_pair(re, im, bit1, bit2, c1, s1, c2, s2):
-    """Two RX-shaped gates [[c, i·s], [i·s, c]], on bits bit1 < bit2, in one sweep: each quadruple of
-    amplitudes is loaded and stored once, not twice."""
+    """Two RX-shaped gates [[c, i·s], [i·s, c]], on bits PAIR_MIN_BIT ≤ bit1 < bit2, in one sweep: each
+    quadruple of amplitudes is loaded and stored once, not twice."""
     step1 = np.uint64(1) << np.uint64(bit1)
     step2 = np.uint64(1) << np.uint64(bit2)
     for q0 in range(np.uint64(0), np.uint64(re.size) >> np.uint64(2), step1):
         start = _quad_start(q0, step1, step2)
-        if step1 >= LANES:
-            for a in range(start, start + step1, LANES):
-                rx_pair_lanes(re, im, a, a + step1, a + step2, a + step2 + step1, c1, s1, c2, s2)
-            continue
-        for a in range(start, start + step1):
-            b, c = a + step1, a + step2
-            d = c + step1
-            ar, ai, br, bi = re[a], im[a], re[b], im[b]
-            cr, ci, dr, di = re[c], im[c], re[d], im[d]
-            ar, ai, br, bi = c1 * ar - s1 * bi, c1 * ai + s1 * br, c1 * br - s1 * ai, c1 * bi + s1 * ar
-            cr, ci, dr, di = c1 * cr - s1 * di, c1 * ci + s1 * dr, c1 * dr - s1 * ci, c1 * di + s1 * cr
-            re[a], im[a], re[c], im[c] = c2 * ar - s2 * ci, c2 * ai + s2 * cr, c2 * cr - s2 * ai, c2 * ci + s2 * ar
-            re[b], im[b], re[d], im[d] = c2 * br - s2 * di, c2 * bi + s2 * dr, c2 * dr - s2 * bi, c2 * di + s2 * br
+        for a in range(start, start + step1, LANES):
+            rx_pair_lanes(re, im, a, a + step1, a + step2, a + step2 + step1, c1, s1, c2, s2)
 
 
 @njit(inline="always")
@@ -639,23 +651,8 @@ def layer_adjoint(phi, lam, run_bits, high_bits, rest_bits, transposed, inverses
 
 @njit(inline="always")
 def _x_moment_pair(pre, pim, lre, lim, bit1, bit2):
-    """Im⟨λ|X|φ⟩ on bit1 and on bit2 (bit1 < bit2) in one sweep over the quadruples."""
-    step1 = np.uint64(1) << np.uint64(bit1)
-    step2 = np.uint64(1) << np.uint64(bit2)
-    if step1 >= LANES:
-        return x_moment_pair_sweep(pre, pim, lre, lim, step1, step2)
-    acc1 = 0.0
-    acc2 = 0.0
-    for q0 in range(np.uint64(0), np.uint64(pre.size) >> np.uint64(2), step1):
-        start = _quad_start(q0, step1, step2)
-        for a in range(start, start + step1):
-            b, c = a + step1, a + step2
-            d = c + step1
-            ar, ai, br, bi, cr, ci, dr, di = pre[a], pim[a], pre[b], pim[b], pre[c], pim[c], pre[d], pim[d]
-            xr, xi, yr, yi, ur, ui, vr, vi = lre[a], lim[a], lre[b], lim[b], lre[c], lim[c], lre[d], lim[d]
-            acc1 += (xr * bi - xi * br) + (yr * ai - yi * ar) + (ur * di - ui * dr) + (vr * ci - vi * cr)
-            acc2 += (xr * ci - xi * cr) + (ur * ai - ui * ar) + (yr * di - yi * dr) + (vr * bi - vi * br)
-    return acc1, acc2
+    """Im⟨λ|X|φ⟩ on bit1 and on bit2 (PAIR_MIN_BIT ≤ bit1 < bit2) in one sweep over the quadruples."""
+    return x_moment_pair_sweep(pre, pim, lre, lim, np.uint64(1) << np.uint64(bit1), np.uint64(1) << np.uint64(bit2))
 
 
 @njit(inline="always")
@@ -797,29 +794,22 @@ def _level_sums_for(pre, pim, lre, lim, tile_levels, sums, t):
 @njit(fastmath=True)
 def _product_tile(re, im, tile, rest_bits, run_bits, transposed, source, tile_levels):
     """Write a tile of a product state times phases[level] (``source``: see ``engine._source_tables``):
-    amplitude (run, j) = Π rest factors · high_table[run] · run_table[j] · phases[level]."""
+    amplitude (run, j) = Π rest factors · high_table[run] · run_table[j] · phases[level], the tables
+    as real and imaginary rows in the buffers' precision."""
     rest_vectors, high_table, run_table, _, phases = source
     factor = complex(1.0, 0.0)
     for i in range(rest_bits.size):
         factor *= rest_vectors[i, (tile >> i) & 1]
-    size = np.uint64(run_table.size)
-    runs = np.uint64(high_table.size)
-    if transposed:  # tile index j·runs + run
-        for j in range(size):
-            g = factor * run_table[j]
-            base = j * runs
-            for run in range(runs):
-                v = g * high_table[run]
-                re[base + run] = v.real
-                im[base + run] = v.imag
-    else:  # tile index run·size + j
-        for run in range(runs):
-            h = factor * high_table[run]
-            base = run * size
-            for j in range(size):
-                v = h * run_table[j]
-                re[base + j] = v.real
-                im[base + j] = v.imag
+    outer, inner = (run_table, high_table) if transposed else (high_table, run_table)  # tile index outer·inner + inner
+    width = np.uint64(inner.shape[1])
+    g = np.empty(2, dtype=re.dtype)  # factor · outer[o], in the buffers' precision
+    for o in range(np.uint64(outer.shape[1])):
+        g[0] = factor.real * outer[0, o] - factor.imag * outer[1, o]
+        g[1] = factor.real * outer[1, o] + factor.imag * outer[0, o]
+        gr, gi, base = g[0], g[1], o * width
+        for k in range(width):
+            re[base + k] = gr * inner[0, k] - gi * inner[1, k]
+            im[base + k] = gr * inner[1, k] + gi * inner[0, k]
     if tile_levels.size:
         _phase_tile(re, im, tile_levels, phases)
 

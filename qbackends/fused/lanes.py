@@ -6,6 +6,8 @@ unrolled vector loop (tile bits 3 to 5) ran one amplitude at a time. These intri
 and store LANES consecutive amplitudes of each buffer as vectors: a gate on tile bit 3 at 0.23 ns an
 amplitude against 0.78 ns, complex64 gates at any bit in half the time (one thread, a tile in L1).
 Every index given is the first of LANES consecutive ones, all inside the buffers: the caller checks.
+Stores into a state may stream past the caches (``stream_lanes``): a strided pass over a 1 GiB state
+wrote at a third of copy bandwidth through them, the line of each store read first.
 """
 
 from __future__ import annotations
@@ -330,18 +332,52 @@ def split_lanes(typingctx, re, im, row, psi, start):
     return sig, codegen
 
 
+STREAM_ALIGN = 64  # bytes: a streaming store writes whole, aligned vectors
+
+
+def _store_to_state(v, builder, value, pointer, streaming):
+    """Store LANES amplitudes into a state; ``streaming``: past the caches (a non-temporal store, no
+    read of the line first), at a STREAM_ALIGN-aligned address the caller guarantees."""
+    if not streaming:
+        v.store(value, pointer)
+        return
+    store = builder.store(value, pointer, align=STREAM_ALIGN)
+    store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(_I32, 1)]))
+
+
+def _join(streaming):
+    @intrinsic
+    def join(typingctx, re, im, row, psi, start):
+        if not (_is_buffer(re) and re == im and _is_state(psi, re)):
+            return None
+        sig = types.void(re, im, row, psi, start)
+
+        def codegen(context, builder, sig, args):
+            re_, im_, row_, psi_, start_ = args
+            v = _Vectors(context, builder, sig.args[0])
+            pair = builder.shuffle_vector(v.load(v.pointer(re_, row_)), v.load(v.pointer(im_, row_)), _INTERLEAVE)
+            _store_to_state(v, builder, pair, _interleaved_pointer(context, builder, sig.args[3], psi_, start_), streaming)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return join
+
+
+join_lanes = _join(False)
+join_lanes.__doc__ = """psi[start..] ← re[row..] + i·im[row..] (LANES amplitudes)."""
+stream_lanes = _join(True)
+stream_lanes.__doc__ = """join_lanes past the caches: psi's data and ``start`` at STREAM_ALIGN bytes."""
+
+
 @intrinsic
-def join_lanes(typingctx, re, im, row, psi, start):
-    """psi[start..] ← re[row..] + i·im[row..] (LANES amplitudes)."""
-    if not (_is_buffer(re) and re == im and _is_state(psi, re)):
-        return None
-    sig = types.void(re, im, row, psi, start)
+def store_fence(typingctx):
+    """Make the streaming stores before it visible ahead of every later access (they are weakly
+    ordered; a full fence drains them on x86 and orders them elsewhere)."""
+    sig = types.void()
 
     def codegen(context, builder, sig, args):
-        re_, im_, row_, psi_, start_ = args
-        v = _Vectors(context, builder, sig.args[0])
-        pair = builder.shuffle_vector(v.load(v.pointer(re_, row_)), v.load(v.pointer(im_, row_)), _INTERLEAVE)
-        v.store(pair, _interleaved_pointer(context, builder, sig.args[3], psi_, start_))
+        builder.fence("seq_cst")
         return context.get_dummy_value()
 
     return sig, codegen
@@ -392,26 +428,37 @@ def split_transposed_lanes(typingctx, re, im, row, row_stride, psi, start, run_s
     return sig, codegen
 
 
-@intrinsic
-def join_transposed_lanes(typingctx, re, im, row, row_stride, psi, start, run_stride):
+def _join_transposed(streaming):
+    @intrinsic
+    def join_transposed(typingctx, re, im, row, row_stride, psi, start, run_stride):
+        if not (_is_buffer(re) and re == im and _is_state(psi, re)):
+            return None
+        sig = types.void(re, im, row, row_stride, psi, start, run_stride)
+
+        def codegen(context, builder, sig, args):
+            re_, im_, row_, row_stride_, psi_, start_, run_stride_ = args
+            v = _Vectors(context, builder, sig.args[0])
+            parts = [
+                _transpose(builder, [v.load(v.pointer(part, _index(builder, row_, row_stride_, j))) for j in range(LANES)])
+                for part in (re_, im_)
+            ]
+            for r in range(LANES):
+                pair = builder.shuffle_vector(parts[0][r], parts[1][r], _INTERLEAVE)
+                pointer = _interleaved_pointer(context, builder, sig.args[4], psi_, _index(builder, start_, run_stride_, r))
+                _store_to_state(v, builder, pair, pointer, streaming)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return join_transposed
+
+
+join_transposed_lanes = _join_transposed(False)
+join_transposed_lanes.__doc__ = (
     """The inverse of split_transposed_lanes: psi[start + r·run_stride + j] ← re/im[row + j·row_stride + r]."""
-    if not (_is_buffer(re) and re == im and _is_state(psi, re)):
-        return None
-    sig = types.void(re, im, row, row_stride, psi, start, run_stride)
-
-    def codegen(context, builder, sig, args):
-        re_, im_, row_, row_stride_, psi_, start_, run_stride_ = args
-        v = _Vectors(context, builder, sig.args[0])
-        parts = [
-            _transpose(builder, [v.load(v.pointer(part, _index(builder, row_, row_stride_, j))) for j in range(LANES)])
-            for part in (re_, im_)
-        ]
-        for r in range(LANES):
-            pair = builder.shuffle_vector(parts[0][r], parts[1][r], _INTERLEAVE)
-            v.store(pair, _interleaved_pointer(context, builder, sig.args[4], psi_, _index(builder, start_, run_stride_, r)))
-        return context.get_dummy_value()
-
-    return sig, codegen
+)
+stream_transposed_lanes = _join_transposed(True)
+stream_transposed_lanes.__doc__ = """join_transposed_lanes past the caches (as stream_lanes)."""
 
 
 def _table_lanes(context, builder, table_type, table, levels, element_type):
