@@ -460,19 +460,21 @@ def test_peak_memory_is_two_states_and_the_levels():
     assert peak <= 2.5 * state, f"peak {peak / state:.2f} state vectors > 2.5"
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize(("transposed", "run_bits", "high_bits"), [(True, 3, range(3, 13)), (False, 6, range(16, 22))])
-def test_states_of_stream_bytes_are_stored_past_the_caches_unchanged(transposed, run_bits, high_bits):
-    """A tile scattered into a state of STREAM_BYTES (22 qubits at c128) from state_buffer streams its
-    stores; the same tile into a state one amplitude off that alignment does not: both states end equal."""
-    size = kernels.STREAM_BYTES // 16
-    streamed = engine.state_buffer(size, np.complex128)
-    cached = engine.state_buffer(size + 1, np.complex128)[1:]
+def test_states_of_stream_bytes_are_stored_past_the_caches_unchanged(dtype, transposed, run_bits, high_bits):
+    """A tile scattered into a state of STREAM_BYTES (22 qubits at c128, 23 at c64) from state_buffer
+    streams its stores; the same tile into a state one amplitude off that alignment does not: both
+    states end equal."""
+    size = kernels.STREAM_BYTES // np.dtype(dtype).itemsize
+    streamed = engine.state_buffer(size, dtype)
+    cached = engine.state_buffer(size + 1, dtype)[1:]
     assert kernels._streams(streamed) and not kernels._streams(cached)
     streamed[:], cached[:] = 0.5j, 0.5j
     offsets = kernels._run_offsets(np.array(high_bits, dtype=np.int64))
     width = offsets.size << run_bits
     rng = np.random.default_rng(5)
-    re, im = rng.normal(size=width), rng.normal(size=width)
+    re, im = (rng.normal(size=width).astype(streamed.real.dtype) for _ in range(2))
     base = np.uint64(1 << 14) if not transposed else np.uint64(1 << 20)
     for state in (streamed, cached):
         kernels._scatter(re, im, state, base, offsets, run_bits, transposed)
@@ -486,12 +488,15 @@ def test_a_qaoa_gradient_streamed_at_22_qubits_is_the_cached_ones(monkeypatch):
     alignment nothing does: the energy and gradient are the same numbers."""
     graph = qaoa.random_graph(22, 33, seed=22)
     params = random_params((2, 2), seed=22)
-    streamed = _qaoa_at("c128", graph)
-    results = [(float(streamed(params)), qml.grad(streamed)(params))]
+    results, streams = [], []
     aligned = engine.state_buffer
-    monkeypatch.setattr(engine, "state_buffer", lambda size, dtype: aligned(size + 1, dtype)[1:])
-    cached = _qaoa_at("c128", graph)
-    results.append((float(cached(params)), qml.grad(cached)(params)))
+    for run in ("streamed", "cached"):
+        if run == "cached":
+            monkeypatch.setattr(engine, "state_buffer", lambda size, dtype: aligned(size + 1, dtype)[1:])
+        qnode = _qaoa_at("c128", graph)
+        results.append((float(qnode(params)), qml.grad(qnode)(params)))
+        streams.append({name: kernels._streams(state) for name, state in qnode.device._scratch.items()})
+    assert streams == [{"psi": True, "lambda": True}, {"psi": False, "lambda": False}]
     assert results[0][0] == results[1][0]
     np.testing.assert_array_equal(results[0][1], results[1][1])
 

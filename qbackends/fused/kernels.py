@@ -336,7 +336,7 @@ def _streams(psi):
 def _scatter(re, im, psi, base, offsets, run_bits, transposed):
     size = np.uint64(1) << np.uint64(run_bits)
     runs = np.uint64(offsets.size)
-    streaming = _streams(psi)
+    streaming = _streams(psi) and (base | offsets[-1]) % LANES == 0  # every run starts on a whole vector
     if transposed:  # as in _gather, backwards
         block = _transpose_block(runs, size, psi.itemsize)
         if size >= LANES and block >= LANES:
