@@ -335,14 +335,8 @@ def backprop_factor(registry: Any, key: str) -> float:
 
 
 def log_decision(decision: Decision, backend: Backend, precision: str = "c128") -> None:
-    """One line the first time ``auto`` takes a backend for a circuit structure; a warning when it pays a one-time cost."""
+    """One line the first time ``auto`` takes a backend for a circuit structure."""
     log.info("qbackends: %s", decision.explain())
-    if once := one_time_seconds(backend, precision):
-        log.warning(
-            "qbackends: compiling %s's kernels, once per installation (about %.0f s; `qbackends warmup` does it ahead)...",
-            backend.simulator,
-            once,
-        )
 
 
 def predict(costs: Costs, shape: Shape, gradient_method: str | None) -> float:
@@ -378,16 +372,13 @@ class Decision:
     measured: dict[str, float] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     shape: Shape | None = None
-    once: dict[str, float] = field(default_factory=dict)  # backend key -> its one-time compile (seconds), not yet paid
 
     def explain(self) -> str:
         def seconds(s: float) -> str:
             return f"{s * 1e3:.3g} ms"
 
         def predicted(k: str, p: float) -> str:
-            if k not in self.once:
-                return f"{k} {seconds(p)} predicted"
-            return f"{k} {seconds(p)} predicted with its {self.once[k]:.0f} s compile spread over the run (`qbackends warmup`)"
+            return f"{k} {seconds(p)} predicted"
 
         others = [
             f"{k} {seconds(self.measured[k])} measured" if k in self.measured else predicted(k, p)
@@ -423,18 +414,6 @@ def matches(backend: Backend, keys: set[str]) -> bool:
     return backend.key in keys or backend.simulator in keys or backend.device_name in keys
 
 
-def one_time_seconds(backend: Backend, precision: str = "c128") -> float:
-    """What a backend costs once before its first step here: its kernels' compilation (of ``precision``;
-    ``Backend.compilation``) until it is cached."""
-    if backend.compilation is None:
-        return 0.0
-    import importlib
-
-    module, _, name = backend.compilation.partition(":")
-    compilation = getattr(importlib.import_module(module), name)
-    return 0.0 if compilation.done(precision) else float(compilation.seconds(precision))
-
-
 def decide(
     shape: Shape,
     gradient_methods: dict[str, str | None],
@@ -457,32 +436,23 @@ def decide(
             cheap, else taken only after every measured one.
         measure: ``measure(key)`` runs the circuit once on that backend and returns its seconds, raising
             for a backend that refuses it; None: decide on predictions alone.
-        steps: how often the circuit will run: a one-time cost (``one_time_seconds``) is spread over them,
-            and a backend that has one is not tried (the trial would pay it).
+        steps: how often the circuit will run: trials stay a small share of that.
         accepts: ``accepts(key)`` raises for a backend whose preprocessing refuses the circuit: a backend
             taken without a trial is checked with it first, and the next best taken if it refuses.
-        precision: the amplitudes asked for (a one-time compile is per precision).
+        precision: the amplitudes asked for.
         runs: backend key -> ``shape`` as that backend runs it (``as_run``), where its preprocessing was seen.
     """
     predicted = {}
-    cold = {}
     for backend in candidates:
         costs = model.get(backend.key)
         seen = (runs or {}).get(backend.key, shape)
         predicted[backend.key] = predict(costs, seen, gradient_methods.get(backend.key)) if costs else math.inf
-        if once := one_time_seconds(backend, precision):
-            predicted[backend.key] += once / max(steps, 1)
-            cold[backend.key] = once
     order = sorted((b.key for b in candidates), key=lambda k: predicted[k])  # stable: preference breaks ties
-    decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape, once=cold)
+    decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape)
     best = predicted[order[0]]
     # Close contenders are tried; so is a backend the model has not measured (a plugin's, a GPU), when trying is cheap.
     cheap = best * (TIMED_ROUNDS + 1) * 2 < TRIAL_BUDGET_SECONDS
-    contenders = [
-        k for k in order if k not in cold and (predicted[k] <= CONTENDERS * best or (not math.isfinite(predicted[k]) and cheap))
-    ]
-    if order[0] in cold:  # the best prediction pays a one-time cost: it is taken without a trial
-        return _first_accepted(decision, order, accepts)
+    contenders = [k for k in order if predicted[k] <= CONTENDERS * best or (not math.isfinite(predicted[k]) and cheap)]
     if measure is None or len(contenders) < 2:
         return _first_accepted(decision, order, accepts)
     return _tried(decision, order, contenders, measure, accepts, steps)

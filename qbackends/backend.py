@@ -33,14 +33,14 @@ class Backend:
         capabilities_file: (distribution, path inside it) of the device's declared capabilities
             TOML, read without importing the device.
         extra: the pip extra of qbackends that installs the distribution, if any.
+        install: how to install the distribution, as the fix errors show, when it is not
+            ``pip install <distribution>`` (a package built from a qbackends checkout).
         create: optional factory ``create(wires, **options) -> Device`` for devices that need
             more than ``qml.device(device_name, ...)``.
         options: the device options ``get_device`` accepts, for a device whose constructor takes
             ``**kwargs`` (its signature then says nothing); None: read them from the signature.
         needs_shots: True for a sampling-only device (no analytic results): ``get_device`` asks
             for ``shots``, ``auto`` never takes it, and tests compare it with statistical tolerances.
-        compilation: ``"module:attribute"`` of a ``qbackends.simbase.warmup.Compilation``, for a device
-            whose kernels compile on first use: ``auto`` weighs that one-time cost until it is paid.
     """
 
     provider: str
@@ -58,7 +58,7 @@ class Backend:
     create: Callable[..., Any] | None = field(default=None, compare=False)
     options: tuple[str, ...] | None = None
     needs_shots: bool = False
-    compilation: str | None = None
+    install: str | None = None
 
     @property
     def generic_auto(self) -> bool:
@@ -82,6 +82,13 @@ class Backend:
     @property
     def pip_install(self) -> str:
         return f"pip install {self.distribution}"
+
+    @property
+    def install_fix(self) -> str:
+        """How to install it, as an error's fix says it."""
+        if self.install:
+            return self.install
+        return f"`{self.pip_install}`" + (f" (or `pip install 'qbackends[{self.extra}]'`)" if self.extra else "")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from .backend import Backend, RuleRegistration
 from .hookspecs import hookimpl
 
 _LIGHTNING = "pennylane_lightning/{0}/{0}.toml"
+NATIVE_INSTALL = "`pip install ./native` in a qbackends checkout (it compiles the simulators' kernels: a C++17 compiler)"
 
 BACKENDS = (
     Backend(
@@ -74,27 +75,25 @@ BACKENDS = (
         provider="qbackends",
         simulator="fused.qubit",
         device_name="qbackends.fused.qubit",
-        distribution="numba",
+        distribution="qbackends-native",
+        install=NATIVE_INSTALL,
         hardware="cpu",
         state_copies=2.75,  # ψ, λ and a weighted cost's diagonal (half a state): 2.6 measured at 22 wires, c128 and c64
         preference=5,
-        extra="fused",
-        description="fused diagonal blocks and gate layers (numba); the QAOA workload's choice under auto",
+        description="fused diagonal blocks and gate layers (compiled C++); the QAOA workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),
-        compilation="qbackends.fused.warmup:COMPILATION",
     ),
     Backend(
         provider="qbackends",
         simulator="batched.qubit",
         device_name="qbackends.batched.qubit",
-        distribution="numba",
+        distribution="qbackends-native",
+        install=NATIVE_INSTALL,
         hardware="cpu",
         state_copies=4.0,  # per row of the batch (measured 3.5 at 18 wires, 3.1 at 20)
         preference=5,
-        extra="batched",
-        description="a parameter-broadcast minibatch as one state table (numba); the QNN workload's choice under auto",
+        description="a parameter-broadcast minibatch as one state table (compiled C++); the QNN workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/batched/batched_qubit.toml"),
-        compilation="qbackends.batched.warmup:COMPILATION",
     ),
     Backend(
         provider="pennylane",

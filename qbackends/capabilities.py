@@ -120,7 +120,7 @@ def evaluate(backend: Backend, facts: MachineFacts, precision: str = "c128", dif
     if version is None:
         ok = False
         reasons.append(f"package {backend.distribution} is not installed")
-        fixes.append(f"`{backend.pip_install}`" + (f" (or `pip install 'qbackends[{backend.extra}]'`)" if backend.extra else ""))
+        fixes.append(backend.install_fix)
     if problem:
         ok = False
         reasons.append(problem)

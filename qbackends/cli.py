@@ -173,14 +173,13 @@ def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
                 "ns_per_gate_amplitude": round(costs.gate * 1e9, 3) if costs else None,
                 "ns_per_diagonal_amplitude": round(costs.diagonal * 1e9, 3) if costs else None,
                 "gradient_factor": round(costs.gradient, 2) if costs else None,
-                "one_time_s": round(auto.one_time_seconds(backend), 1),
             }
         )
     if args.json:
         print(json.dumps({"rules": auto.RULES, "wires": args.wires, "candidates": rows}, indent=2))
         return 0
     print(auto.RULES)
-    header = ("weighed here", "execution ms", "ns/gate/amp", "ns/diagonal/amp", "gradient x", "one-time s")
+    header = ("weighed here", "execution ms", "ns/gate/amp", "ns/diagonal/amp", "gradient x")
     print()
     print(_table([[r[k] if r[k] is not None else "not measured" for k in r] for r in rows], header))
     return 0
@@ -301,28 +300,20 @@ def _calibrate_circuits(args: argparse.Namespace) -> int:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    import time
-
-    from .batched import warmup as batched
-    from .fused import warmup as fused
-
-    simulators: list[tuple[Any, Callable[[], None]]] = [(fused.COMPILATION, partial(fused.compile_kernels, args.precision))]
-    if args.precision == "c128":  # batched.qubit is c128 only
-        simulators.append((batched.COMPILATION, batched.compile_kernels))
-    for compilation, compile_kernels in simulators:
-        start = time.perf_counter()
-        seconds = compilation.seconds(args.precision)
-        print(
-            f"compiling {compilation.simulator}'s {args.precision} kernels, once per installation (about {seconds:.0f} s)...",
-            flush=True,
-        )
-        compile_kernels()
-        print(f"done in {time.perf_counter() - start:.1f} s")
+    """Kept for scripts that still call it: the kernels are compiled when qbackends-native is installed."""
+    try:
+        import qbackends_native
+    except ImportError:
+        print("nothing to warm up: fused.qubit and batched.qubit are not installed (pip install ./native builds their kernels)")
+        return 0
+    print(
+        f"nothing to warm up: fused.qubit's and batched.qubit's kernels were compiled at install "
+        f"(for {qbackends_native.ARCH}, {qbackends_native.VECTOR_ISA} vectors)"
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .fused.warmup import COMPILE_SECONDS  # (nothing heavy: warmup imports the kernels lazily)
     from .policy import KINDS  # the kinds of circuit calibrate times (nothing heavy: policy imports lazily)
 
     parser = _Parser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
@@ -380,12 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_calibrate)
 
-    text = (
-        f"compile fused.qubit's kernels now (once per installation, about {COMPILE_SECONDS:.0f} s on two cores) "
-        "and batched.qubit's, so no run waits for them"
-    )
+    text = "nothing to do: the simulators' kernels are compiled when they are installed (kept for older scripts)"
     p = sub.add_parser("warmup", help=text, description=text)
-    p.add_argument("--precision", choices=("c128", "c64"), default="c128", help="the kernels of this precision (c64 is opted in)")
+    p.add_argument("--precision", choices=("c128", "c64"), default="c128", help="ignored")
     p.set_defaults(func=cmd_warmup)
 
     for register in _extra_commands():
@@ -432,7 +420,7 @@ def _check_working_folder() -> None:
         ) from None
 
 
-# OpenMP thread teams (torch's, lightning.kokkos', numba's) that spin while they wait starve every other
+# OpenMP thread teams (torch's, lightning.kokkos', qbackends-native's) that spin while they wait starve every other
 # thread as soon as the machine is busy: the QNN trained 11-25x slower beside one busy process. The command
 # makes them sleep instead, before any of them starts; a value the user set is kept (benchmarks/test_bench_contention.py).
 THREAD_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE", "KOKKOS_DISABLE_WARNINGS": "1"}

@@ -1,1 +1,1 @@
-"""The batched simulator: a whole parameter-broadcast minibatch as one state table (numba kernels)."""
+"""The batched simulator: a whole parameter-broadcast minibatch as one state table (kernels compiled in ``qbackends_native``)."""

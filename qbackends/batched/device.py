@@ -22,8 +22,7 @@ from ..errors import UnsupportedCircuitError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients
 from ..simbase.measurements import marginal_index, probabilities
-from ..simbase.warmup import CompileTimer
-from . import kernels, warmup
+from . import kernels
 from .program import NAME, Program, is_native, lower, pauli_terms
 
 
@@ -56,7 +55,6 @@ class BatchedQubit(SimulatorDevice):
 
     def __init__(self, wires: Any = None) -> None:
         super().__init__(wires=wires)
-        self._compile = CompileTimer(warmup.COMPILATION)  # a cold compile is timed, for later estimates
 
     def _add_engine_transforms(self, pipeline: Any) -> None:
         pipeline.add_transform(check_circuit)
@@ -72,27 +70,22 @@ class BatchedQubit(SimulatorDevice):
     # ---- execution --------------------------------------------------------------------------
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        with self._compile.timing():
-            results = tuple(self._run(tape).results() for tape in circuits)
+        results = tuple(self._run(tape).results() for tape in circuits)
         self._track(batches=1, batch_len=len(circuits))
         return results
 
     def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        with self._compile.timing():
-            return self._vjps([self._run(tape) for tape in circuits], cotangents)
+        return self._vjps([self._run(tape) for tape in circuits], cotangents)
 
     def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        with self._compile.timing():
-            runs = [self._run(tape) for tape in circuits]  # one forward pass each, for the values and the VJP
-            results = tuple(run.results() for run in runs), self._vjps(runs, cotangents)
+        runs = [self._run(tape) for tape in circuits]  # one forward pass each, for the values and the VJP
+        results = tuple(run.results() for run in runs), self._vjps(runs, cotangents)
         self._track(batches=1, batch_len=len(circuits))
         return results
 
     def _vjps(self, runs: list[Run], cotangents: Any) -> tuple[Any, ...]:
         vjps = tuple(run.vjp(cotangent) for run, cotangent in zip(runs, cotangents, strict=True))
         self._track(vjp_batches=1, vjps=len(runs))
-        if runs:
-            self._compile.gradient_ran()
         return vjps
 
     def _run(self, tape: Any) -> Run:

@@ -1,1 +1,1 @@
-"""A fused-diagonal state-vector simulator (``local:qbackends/fused.qubit``), kernels in numba."""
+"""A fused-diagonal state-vector simulator (``local:qbackends/fused.qubit``), kernels compiled in ``qbackends_native``."""

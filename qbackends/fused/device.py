@@ -20,8 +20,7 @@ from ..errors import UnsupportedCircuitError, UnsupportedOptionError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
 from ..simbase.measurements import magnitudes, probabilities
-from ..simbase.warmup import CompileTimer
-from . import engine, warmup
+from . import engine
 from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
 
@@ -143,7 +142,6 @@ class FusedQubit(SimulatorDevice):
             self._mpi = Ranks(self.wires, self._dtype)
         self._rng = np.random.default_rng(seed)
         self._precision = "c64" if self._dtype == np.complex64 else "c128"
-        self._compile = CompileTimer(warmup.COMPILATION, self._precision)  # a cold compile is timed, for later estimates
         self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)
         self._scratch: dict[str, np.ndarray] = {}  # reused state buffers: no page faults per execution
 
@@ -181,20 +179,16 @@ class FusedQubit(SimulatorDevice):
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         traffic = engine.Traffic(self._dtype.itemsize)
         self._release_large_scratch()  # values alone need ψ only: room for what they return (probabilities)
-        with self._compile.timing():
-            results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
+        results = tuple(self._simulate(tape, traffic)[0] for tape in circuits)
         self._track_batch(circuits, results, traffic)
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         traffic = engine.Traffic(self._dtype.itemsize)
-        with self._compile.timing():
-            results, jacobians = (
-                zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
-            )
+        results, jacobians = (
+            zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
+        )
         self._track_batch(circuits, results, traffic, derivatives=len(circuits))
-        if circuits:
-            self._compile.gradient_ran()
         return tuple(results), tuple(jacobians)
 
     def _track_batch(self, circuits: Any, results: Any, traffic: engine.Traffic, derivatives: int = 0) -> None:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels as K
-from . import lanes
+
 from .program import Dense, DiagonalBlock, ProductLayer, Segment
 
 
@@ -66,10 +66,10 @@ def split_tables(masks: np.ndarray, coefs: np.ndarray, nwires: int) -> Tables:
 
 def state_buffer(size: int, dtype: type) -> np.ndarray:
     """An uninitialised state of ``size`` amplitudes at an address the kernels can stream stores to
-    (``kernels._streams``: aligned to ``lanes.STREAM_ALIGN`` bytes, which numpy does not promise)."""
+    (``kernels.streams``: aligned to ``K.STREAM_ALIGN`` bytes, which numpy does not promise)."""
     itemsize = np.dtype(dtype).itemsize
-    raw = np.empty(size + lanes.STREAM_ALIGN // itemsize, dtype=dtype)
-    skip = (-raw.ctypes.data % lanes.STREAM_ALIGN) // itemsize
+    raw = np.empty(size + K.STREAM_ALIGN // itemsize, dtype=dtype)
+    skip = (-raw.ctypes.data % K.STREAM_ALIGN) // itemsize
     return raw[skip : skip + size]
 
 

@@ -1,1 +1,1 @@
-"""What qbackends' two simulators share: the PennyLane device glue, measurements, numba's setup."""
+"""What qbackends' two simulators share: the PennyLane device glue and measurements."""

@@ -63,11 +63,10 @@ def _share_cores(ctx: Context) -> None:
     # test_bench_contention.py). The cores go to the simulator's kernels.
     torch.set_num_threads(1)
     try:  # batched.qubit's and fused.qubit's kernels: this worker's share
-        from ...simbase.threads import import_numba
-
-        import_numba().set_num_threads(per)
-    except (ImportError, ValueError):  # no numba, a NUMBA_NUM_THREADS it refuses (said when a simulator needs it), or
-        pass  # fewer threads in its pool than cores here
+        import qbackends_native
+    except ImportError:  # not installed: nothing to share out
+        return
+    qbackends_native.fused.set_num_threads(per)
 
 
 class _Progress:

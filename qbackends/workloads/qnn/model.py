@@ -39,7 +39,7 @@ def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any
 
 def _layer_class() -> Any:
     """qbackends' TorchLayer (one compiled call per minibatch wherever the circuit runs on batched.qubit,
-    by name or by auto's choice; PennyLane's layer elsewhere), or PennyLane's where numba is not installed."""
+    by name or by auto's choice; PennyLane's layer elsewhere), or PennyLane's where qbackends-native is not installed."""
     try:
         from ...batched.layer import TorchLayer
     except ImportError:

@@ -1,0 +1,1015 @@
+#include "fused.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "lanes.hpp"
+
+namespace qb {
+
+namespace {
+
+constexpr u64 TRANSPOSE_BYTES = 16384;  // transposed tiles (a first pass's) move 16 KiB at a time, through L1
+constexpr u64 SUBTILE_BYTES = 32768;    // four split buffers of an L1-sized block
+constexpr int PAIR_MIN_BIT = 3;          // gates on bits below pair badly: runs shorter than a vector
+constexpr u64 PARALLEL_AMPLITUDES = u64(1) << 14;  // below, one thread: waking others costs more than it saves
+
+std::atomic<int> thread_count{0};
+
+template <class T>
+using cplx = std::complex<T>;
+
+inline double zsign(u64 x) { return 1.0 - 2.0 * double(__builtin_parityll(x)); }
+
+inline void tiles_of_thread(int t, u64 tiles, int nthreads, u64& first, u64& last) {
+    u64 per = (tiles + nthreads - 1) / nthreads;
+    first = std::min(tiles, u64(t) * per);
+    last = std::min(tiles, u64(t + 1) * per);
+}
+
+template <class T>
+struct Buffer {  // a thread's scratch: 64-byte aligned, uninitialised
+    T* p = nullptr;
+    explicit Buffer(u64 n) {
+        if (n) p = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t(64)));
+    }
+    ~Buffer() {
+        if (p) ::operator delete[](p, std::align_val_t(64));
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    T* get() const { return p; }
+};
+
+// ---- diagonal blocks, from tables -------------------------------------------------------------------
+
+inline void chunk_angles(u64 hi, const Tables& t, double* out) {
+    double base = 0.0;
+    for (u64 j = 0; j < t.nb; ++j) base += t.bcoef[j] * zsign(hi & u64(t.bmask[j]));
+    const u64 size = u64(1) << t.low_bits;
+    for (u64 lo = 0; lo < size; ++lo) out[lo] = t.a[lo] + base;
+    for (u64 g = 0; g < t.ng; ++g) {
+        const double s = zsign(hi & u64(t.gmask[g]));
+        const double* c = t.c + g * size;
+        for (u64 lo = 0; lo < size; ++lo) out[lo] += s * c[lo];
+    }
+}
+
+// (re, im) = exp(i·sign·angle(hi, lo)) for the chunk ``hi``: phase_a[p, lo] = exp(i·sign·A[lo]) and
+// phase_c[g, ±, p, lo] = exp(±i·sign·C[g, lo]) multiplied in, one sweep per group; the high-only terms
+// one scalar phase per chunk.
+inline void chunk_phases(u64 hi, const Tables& t, double sign, double* __restrict re, double* __restrict im) {
+    double base = 0.0;
+    for (u64 j = 0; j < t.nb; ++j) base += t.bcoef[j] * zsign(hi & u64(t.bmask[j]));
+    const double br = std::cos(sign * base), bi = std::sin(sign * base);
+    const u64 size = u64(1) << t.low_bits;
+    const double *ar = t.a, *ai = t.a + size;
+    for (u64 lo = 0; lo < size; ++lo) {
+        re[lo] = ar[lo] * br - ai[lo] * bi;
+        im[lo] = ar[lo] * bi + ai[lo] * br;
+    }
+    for (u64 g = 0; g < t.ng; ++g) {
+        const double* table = t.c + (2 * g + (zsign(hi & u64(t.gmask[g])) > 0 ? 0 : 1)) * 2 * size;
+        const double *cr = table, *ci = table + size;
+        for (u64 lo = 0; lo < size; ++lo) {
+            const double xr = re[lo], xi = im[lo];
+            re[lo] = xr * cr[lo] - xi * ci[lo];
+            im[lo] = xr * ci[lo] + xi * cr[lo];
+        }
+    }
+}
+
+// moments[0] += q, moments[1 + g] += z(hi & gmask_g) q; returns Σ q.
+inline double accumulate_moments(const double* q, u64 size, u64 hi, const i64* gmask, u64 ng, double* moments) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (u64 lo = 0; lo < size; ++lo) {
+        sum += q[lo];
+        moments[lo] += q[lo];
+    }
+    for (u64 g = 0; g < ng; ++g) {
+        const double sign = zsign(hi & u64(gmask[g]));
+        double* row = moments + (1 + g) * size;
+        for (u64 lo = 0; lo < size; ++lo) row[lo] += sign * q[lo];
+    }
+    return sum;
+}
+
+inline bool parallel(u64 amplitudes) { return amplitudes >= PARALLEL_AMPLITUDES; }
+
+// ---- tiles: gathered from the state into split buffers, and back -----------------------------------
+
+inline u64 tile_base(u64 tile, const Tiling& t) {
+    u64 index = 0;
+    for (u64 i = 0; i < t.nrest; ++i) index |= ((tile >> i) & 1) << u64(t.rest_bits[i]);
+    return index;
+}
+
+inline std::vector<u64> run_offsets(const Tiling& t) {  // each run's first amplitude less its tile's
+    std::vector<u64> offsets(u64(1) << t.nhigh, 0);
+    for (u64 run = 0; run < offsets.size(); ++run)
+        for (u64 i = 0; i < t.nhigh; ++i) offsets[run] |= ((run >> i) & 1) << u64(t.high_bits[i]);
+    return offsets;
+}
+
+inline u64 transpose_block(u64 runs, u64 size, u64 itemsize) {
+    return std::min(runs, std::max(u64(1), TRANSPOSE_BYTES / (size * itemsize)));
+}
+
+template <class T>
+void gather(T* __restrict re, T* __restrict im, const cplx<T>* state, u64 base, const std::vector<u64>& offsets, int run_bits,
+            bool transposed) {
+    const T* psi = reinterpret_cast<const T*>(state);
+    const u64 size = u64(1) << run_bits, runs = offsets.size();
+    if (transposed) {  // the runs follow each other: a block of them (in L1) is read once per run offset j
+        const u64 block = transpose_block(runs, size, sizeof(cplx<T>));
+        if (size >= LANES && block >= LANES) {  // LANES x LANES blocks transposed in registers
+            for (u64 first = 0; first < runs; first += block) {
+                const u64 start = base + offsets[first];
+                for (u64 r = 0; r < block; r += LANES)
+                    for (u64 j = 0; j < size; j += LANES)
+                        split_transposed_lanes(re, im, j * runs + first + r, runs, psi, start + r * size + j, size);
+            }
+            return;
+        }
+        for (u64 first = 0; first < runs; first += block) {
+            const u64 start = base + offsets[first];
+            for (u64 j = 0; j < size; ++j) {
+                const u64 row = j * runs + first;
+                for (u64 run = 0; run < block; ++run) {
+                    const u64 k = start + run * size + j;
+                    re[row + run] = psi[2 * k], im[row + run] = psi[2 * k + 1];
+                }
+            }
+        }
+        return;
+    }
+    for (u64 run = 0; run < runs; ++run) {
+        const u64 start = base + offsets[run], row = run * size;
+        if (size >= LANES) {
+            for (u64 j = 0; j < size; j += LANES) split_lanes(re, im, row + j, psi, start + j);
+            continue;
+        }
+        for (u64 j = 0; j < size; ++j) re[row + j] = psi[2 * (start + j)], im[row + j] = psi[2 * (start + j) + 1];
+    }
+}
+
+// Whether stores into a state go past the caches: one of STREAM_BYTES or more (it is read back from memory
+// anyway, and a cached store first reads each line it writes), at a STREAM_ALIGN-aligned address.
+template <class T>
+inline bool streams(const cplx<T>* psi, u64 n) {
+    return n * sizeof(cplx<T>) >= STREAM_BYTES && reinterpret_cast<std::uintptr_t>(psi) % STREAM_ALIGN == 0;
+}
+
+template <bool STREAM, class T>
+void scatter_runs(const T* re, const T* im, T* psi, u64 base, const std::vector<u64>& offsets, u64 size, bool transposed) {
+    const u64 runs = offsets.size();
+    if (transposed) {
+        const u64 block = transpose_block(runs, size, sizeof(cplx<T>));
+        for (u64 first = 0; first < runs; first += block) {
+            const u64 start = base + offsets[first];
+            for (u64 r = 0; r < block; r += LANES)
+                for (u64 j = 0; j < size; j += LANES)
+                    join_transposed_lanes<STREAM>(re, im, j * runs + first + r, runs, psi, start + r * size + j, size);
+        }
+        return;
+    }
+    for (u64 run = 0; run < runs; ++run) {
+        const u64 start = base + offsets[run], row = run * size;
+        for (u64 j = 0; j < size; j += LANES) join_lanes<STREAM>(re, im, row + j, psi, start + j);
+    }
+}
+
+template <class T>
+void scatter(const T* re, const T* im, cplx<T>* state, u64 n, u64 base, const std::vector<u64>& offsets, int run_bits,
+             bool transposed) {
+    T* psi = reinterpret_cast<T*>(state);
+    const u64 size = u64(1) << run_bits, runs = offsets.size();
+    const bool vectors = size >= LANES && (!transposed || transpose_block(runs, size, sizeof(cplx<T>)) >= LANES);
+    if (vectors) {
+        if (streams(state, n) && (base | offsets.back()) % LANES == 0) {  // every run starts on a whole vector
+            scatter_runs<true>(re, im, psi, base, offsets, size, transposed);
+            store_fence();
+        } else {
+            scatter_runs<false>(re, im, psi, base, offsets, size, transposed);
+        }
+        return;
+    }
+    if (transposed) {
+        const u64 block = transpose_block(runs, size, sizeof(cplx<T>));
+        for (u64 first = 0; first < runs; first += block) {
+            const u64 start = base + offsets[first];
+            for (u64 j = 0; j < size; ++j) {
+                const u64 row = j * runs + first;
+                for (u64 run = 0; run < block; ++run) {
+                    const u64 k = start + run * size + j;
+                    psi[2 * k] = re[row + run], psi[2 * k + 1] = im[row + run];
+                }
+            }
+        }
+        return;
+    }
+    for (u64 run = 0; run < runs; ++run) {
+        const u64 start = base + offsets[run], row = run * size;
+        for (u64 j = 0; j < size; ++j) psi[2 * (start + j)] = re[row + j], psi[2 * (start + j) + 1] = im[row + j];
+    }
+}
+
+// out <- values[k] of a tile's amplitudes, in the tile's order (as gather lays them out).
+template <class V>
+void tile_values_of(const V* values, u64 base, const std::vector<u64>& offsets, int run_bits, bool transposed, V* out) {
+    const u64 size = u64(1) << run_bits, runs = offsets.size();
+    if (transposed) {
+        const u64 block = transpose_block(runs, size, sizeof(V));
+        for (u64 first = 0; first < runs; first += block) {
+            const u64 start = base + offsets[first];
+            for (u64 j = 0; j < size; ++j) {
+                const u64 row = j * runs + first;
+                for (u64 run = 0; run < block; ++run) out[row + run] = values[start + run * size + j];
+            }
+        }
+        return;
+    }
+    for (u64 run = 0; run < runs; ++run) std::memcpy(out + run * size, values + base + offsets[run], size * sizeof(V));
+}
+
+inline u64 value_bytes(int kind) { return kind == U16 ? 2 : kind == F32 ? 4 : 8; }
+
+inline void tile_values(const Values& v, u64 base, const std::vector<u64>& offsets, int run_bits, bool transposed, void* out) {
+    switch (v.kind) {
+        case U16: return tile_values_of(static_cast<const std::uint16_t*>(v.data), base, offsets, run_bits, transposed, static_cast<std::uint16_t*>(out));
+        case F32: return tile_values_of(static_cast<const float*>(v.data), base, offsets, run_bits, transposed, static_cast<float*>(out));
+        default: return tile_values_of(static_cast<const double*>(v.data), base, offsets, run_bits, transposed, static_cast<double*>(out));
+    }
+}
+
+// ---- single-qubit gates on split buffers ------------------------------------------------------------
+
+template <class T>
+inline bool is_rx_shaped(const cplx<T>* m) {
+    return m[0].imag() == 0 && m[1].real() == 0 && m[2].real() == 0 && m[0] == m[3] && m[1] == m[2];
+}
+
+// Buffers <- scale·U buffers on ``bit``; an RX-shaped U (real diagonal, imaginary off-diagonal) takes half the multiplies.
+template <class T>
+void apply_2x2(T* __restrict re, T* __restrict im, u64 size, int bit, const cplx<T>* m, double scale = 1.0) {
+    const u64 step = u64(1) << bit;
+    if (step >= LANES) {  // runs of whole vectors
+        if (is_rx_shaped(m)) {
+            const T c = T(scale * m[0].real()), s = T(scale * m[1].imag());
+            for (u64 base = 0; base < size; base += 2 * step)
+                for (u64 j = base; j < base + step; j += LANES) rx_lanes(re, im, j, j + step, c, s);
+            return;
+        }
+        T e[8];
+        for (int i = 0; i < 4; ++i) e[2 * i] = T(scale * m[i].real()), e[2 * i + 1] = T(scale * m[i].imag());
+        for (u64 base = 0; base < size; base += 2 * step)
+            for (u64 j = base; j < base + step; j += LANES) gate_lanes(re, im, j, j + step, e);
+        return;
+    }
+    if (is_rx_shaped(m)) {  // U = [[c, is], [is, c]]
+        const double c = scale * m[0].real(), s = scale * m[1].imag();
+        for (u64 base = 0; base < size; base += 2 * step)
+            for (u64 j = base; j < base + step; ++j) {
+                const u64 k = j + step;
+                const double xr = re[j], xi = im[j], yr = re[k], yi = im[k];
+                re[j] = T(c * xr - s * yi), im[j] = T(c * xi + s * yr), re[k] = T(c * yr - s * xi), im[k] = T(c * yi + s * xr);
+            }
+        return;
+    }
+    double u[8];
+    for (int i = 0; i < 4; ++i) u[2 * i] = scale * m[i].real(), u[2 * i + 1] = scale * m[i].imag();
+    for (u64 base = 0; base < size; base += 2 * step)
+        for (u64 j = base; j < base + step; ++j) {
+            const u64 k = j + step;
+            const double xr = re[j], xi = im[j], yr = re[k], yi = im[k];
+            re[j] = T(u[0] * xr - u[1] * xi + u[2] * yr - u[3] * yi);
+            im[j] = T(u[0] * xi + u[1] * xr + u[2] * yi + u[3] * yr);
+            re[k] = T(u[4] * xr - u[5] * xi + u[6] * yr - u[7] * yi);
+            im[k] = T(u[4] * xi + u[5] * xr + u[6] * yi + u[7] * yr);
+        }
+}
+
+// Im<λ|P|φ> on ``bit`` for P = X (1) or Y (2); 0 for a gate without a parameter (0).
+template <class T>
+double moment(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, int bit, int generator) {
+    if (generator == 0) return 0.0;
+    const u64 step = u64(1) << bit;
+    double acc = 0.0;
+    if (step >= LANES) {
+        for (u64 base = 0; base < size; base += 2 * step)
+            for (u64 j = base; j < base + step; j += LANES)
+                acc += generator == 1 ? moment_lanes<1>(pre, pim, lre, lim, j, j + step) : moment_lanes<2>(pre, pim, lre, lim, j, j + step);
+        return acc;
+    }
+    for (u64 base = 0; base < size; base += 2 * step) {
+        if (generator == 1) {
+            for (u64 j = base; j < base + step; ++j) {
+                const u64 k = j + step;
+                acc += (lre[j] * pim[k] - lim[j] * pre[k]) + (lre[k] * pim[j] - lim[k] * pre[j]);
+            }
+        } else {
+            for (u64 j = base; j < base + step; ++j) {
+                const u64 k = j + step;
+                acc += (lre[k] * pre[j] + lim[k] * pim[j]) - (lre[j] * pre[k] + lim[j] * pim[k]);
+            }
+        }
+    }
+    return acc;
+}
+
+// φ, λ <- U† φ, U† λ on ``bit``; returns the moment of P (X or Y, commuting with U), taken before undoing.
+template <class T>
+double undo_with_moment(T* pre, T* pim, T* lre, T* lim, u64 size, int bit, const cplx<T>* inverse, int generator) {
+    if (generator == 1 && is_rx_shaped(inverse)) {  // RX: moment and both undos in one sweep
+        const u64 step = u64(1) << bit;
+        double acc = 0.0;
+        if (step >= LANES) {
+            const T c = inverse[0].real(), s = inverse[1].imag();
+            for (u64 base = 0; base < size; base += 2 * step)
+                for (u64 j = base; j < base + step; j += LANES) {
+                    acc += moment_lanes<1>(pre, pim, lre, lim, j, j + step);
+                    rx_lanes(pre, pim, j, j + step, c, s);
+                    rx_lanes(lre, lim, j, j + step, c, s);
+                }
+            return acc;
+        }
+        const double c = inverse[0].real(), s = inverse[1].imag();
+        for (u64 base = 0; base < size; base += 2 * step)
+            for (u64 j = base; j < base + step; ++j) {
+                const u64 k = j + step;
+                const double ar = pre[j], ai = pim[j], br = pre[k], bi = pim[k];
+                const double xr = lre[j], xi = lim[j], yr = lre[k], yi = lim[k];
+                acc += (xr * bi - xi * br) + (yr * ai - yi * ar);
+                pre[j] = T(c * ar - s * bi), pim[j] = T(c * ai + s * br), pre[k] = T(c * br - s * ai), pim[k] = T(c * bi + s * ar);
+                lre[j] = T(c * xr - s * yi), lim[j] = T(c * xi + s * yr), lre[k] = T(c * yr - s * xi), lim[k] = T(c * yi + s * xr);
+            }
+        return acc;
+    }
+    const double acc = moment(pre, pim, lre, lim, size, bit, generator);
+    apply_2x2(pre, pim, size, bit, inverse);
+    apply_2x2(lre, lim, size, bit, inverse);
+    return acc;
+}
+
+template <class T>
+constexpr int subtile_bits() {  // an L1-sized block of four split buffers holds 2^this amplitudes
+    int bits = 0;
+    while ((4 * sizeof(T)) << (bits + 1) <= SUBTILE_BYTES) ++bits;
+    return bits;
+}
+
+template <class T>
+inline u64 inner_count(const Gates<T>& g, u64 width) {  // leading gates (by tile bit) inside an L1-sized block
+    if (width <= (u64(1) << subtile_bits<T>())) return g.count;
+    u64 count = 0;
+    while (count < g.count && g.tile_bits[count] < subtile_bits<T>()) ++count;
+    return count;
+}
+
+// The first amplitude of quadruple number q0 (a multiple of step1): q0 with zero bits put in at the two gates' bits.
+inline u64 quad_start(u64 q0, u64 step1, u64 step2) {
+    const u64 low = step1 - 1, mid = (step2 >> 1) - 1;
+    return ((q0 & ~mid) << 2) | ((q0 & mid & ~low) << 1);
+}
+
+template <class T>
+void apply_rx_pair(T* re, T* im, u64 size, int bit1, int bit2, T c1, T s1, T c2, T s2) {
+    const u64 step1 = u64(1) << bit1, step2 = u64(1) << bit2;
+    for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
+        const u64 start = quad_start(q0, step1, step2);
+        for (u64 a = start; a < start + step1; a += LANES) rx_pair_lanes(re, im, a, a + step1, a + step2, a + step2 + step1, c1, s1, c2, s2);
+    }
+}
+
+template <class T, bool U1, bool U2>
+void scaled_pair(T* re, T* im, u64 size, u64 step1, u64 step2, T k1, T k2) {
+    for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
+        const u64 start = quad_start(q0, step1, step2);
+        for (u64 a = start; a < start + step1; a += LANES)
+            rx_pair_scaled_lanes<T, U1, U2>(re, im, a, a + step1, a + step2, a + step2 + step1, k1, k2);
+    }
+}
+
+// Two RX-shaped gates less their factors (half the multiplies); form bit 0: the first has a unit diagonal, bit 1 the second.
+template <class T>
+void apply_scaled_pair(T* re, T* im, u64 size, int bit1, int bit2, T k1, T k2, int form) {
+    const u64 step1 = u64(1) << bit1, step2 = u64(1) << bit2;
+    switch (form) {
+        case 0: return scaled_pair<T, false, false>(re, im, size, step1, step2, k1, k2);
+        case 1: return scaled_pair<T, true, false>(re, im, size, step1, step2, k1, k2);
+        case 2: return scaled_pair<T, false, true>(re, im, size, step1, step2, k1, k2);
+        default: return scaled_pair<T, true, true>(re, im, size, step1, step2, k1, k2);
+    }
+}
+
+struct Scaled {
+    double k;
+    bool unit;
+    double factor;
+};
+
+// An RX-shaped gate as factor·(its scaled form): the factor its larger entry's, so |k| ≤ 1.
+template <class T>
+inline Scaled scaled_rx(const cplx<T>* m) {
+    const double c = m[0].real(), s = m[1].imag();
+    if (std::abs(c) >= std::abs(s)) return {s / c, true, c};
+    return {c / s, false, s};
+}
+
+template <class T>
+inline bool pairs_at(const Gates<T>& g, const cplx<T>* mats, u64 i, u64 last) {
+    return i + 1 < last && g.tile_bits[i] >= PAIR_MIN_BIT && is_rx_shaped(mats + 4 * i) && is_rx_shaped(mats + 4 * (i + 1));
+}
+
+// Gates first..last-1 (on ascending bits), two RX-shaped ones per sweep where they follow each other,
+// the pairs less their factors, all but gate 0's, which is applied times ``factor``, the product of the others'.
+template <class T>
+void apply_range(T* re, T* im, u64 size, const Gates<T>& g, const cplx<T>* mats, u64 first, u64 last, double factor) {
+    u64 i = first;
+    while (i < last) {
+        if (pairs_at(g, mats, i, last)) {
+            if (i == 0) {
+                const cplx<T>*m1 = mats, *m2 = mats + 4;
+                apply_rx_pair(re, im, size, int(g.tile_bits[0]), int(g.tile_bits[1]), T(factor * m1[0].real()), T(factor * m1[1].imag()),
+                              m2[0].real(), m2[1].imag());
+            } else {
+                const Scaled a = scaled_rx(mats + 4 * i), b = scaled_rx(mats + 4 * (i + 1));
+                apply_scaled_pair(re, im, size, int(g.tile_bits[i]), int(g.tile_bits[i + 1]), T(a.k), T(b.k), int(a.unit) | (int(b.unit) << 1));
+            }
+            i += 2;
+        } else {
+            apply_2x2(re, im, size, int(g.tile_bits[i]), mats + 4 * i, i == 0 ? factor : 1.0);
+            i += 1;
+        }
+    }
+}
+
+template <class T>
+double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner) {
+    double factor = 1.0;
+    const u64 ranges[2][2] = {{0, inner}, {inner, g.count}};
+    for (const auto& range : ranges) {
+        u64 i = range[0];
+        while (i < range[1]) {
+            if (pairs_at(g, mats, i, range[1])) {
+                if (i != 0) factor *= scaled_rx(mats + 4 * i).factor * scaled_rx(mats + 4 * (i + 1)).factor;
+                i += 2;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    return factor;
+}
+
+// All of a pass's gates (``mats``: g's or their inverses) on a tile: those on the low tile bits one L1-sized block at a time.
+template <class T>
+void apply_gates(T* re, T* im, u64 width, const Gates<T>& g, const cplx<T>* mats) {
+    if (!g.count) return;
+    const u64 inner = inner_count(g, width);
+    const double factor = scaled_factor(g, mats, inner);
+    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+    for (u64 block = 0; block < width; block += subtile) apply_range(re + block, im + block, subtile, g, mats, 0, inner, factor);
+    apply_range(re, im, width, g, mats, inner, g.count, factor);
+}
+
+// The X moments on the step1 pairs and on the step2 pairs over every quadruple, summed in vector registers.
+template <class T>
+void x_moment_pair_sweep(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, u64 step1, u64 step2, double& m1, double& m2) {
+    using V = typename Vec<T>::v;
+    V first = splat<V>(T(0)), second = splat<V>(T(0));
+    for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
+        const u64 start = quad_start(q0, step1, step2);
+        for (u64 a = start; a < start + step1; a += LANES) {
+            const u64 q[4] = {a, a + step1, a + step2, a + step1 + step2};
+            V pr[4], pi[4], lr[4], li[4];
+            for (int i = 0; i < 4; ++i) pr[i] = load<V>(pre + q[i]), pi[i] = load<V>(pim + q[i]), lr[i] = load<V>(lre + q[i]), li[i] = load<V>(lim + q[i]);
+            first += moment_terms<1>(pr[0], pi[0], pr[1], pi[1], lr[0], li[0], lr[1], li[1]) +
+                     moment_terms<1>(pr[2], pi[2], pr[3], pi[3], lr[2], li[2], lr[3], li[3]);
+            second += moment_terms<1>(pr[0], pi[0], pr[2], pi[2], lr[0], li[0], lr[2], li[2]) +
+                      moment_terms<1>(pr[1], pi[1], pr[3], pi[3], lr[1], li[1], lr[3], li[3]);
+        }
+    }
+    m1 = total(first), m2 = total(second);
+}
+
+// out[i] += the moment of gate i, for gates first..last-1, two X moments per sweep where they follow each other.
+template <class T>
+void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const Gates<T>& g, double* out, u64 first, u64 last) {
+    u64 i = first;
+    while (i < last) {
+        if (i + 1 < last && g.tile_bits[i] >= PAIR_MIN_BIT && g.generators[i] == 1 && g.generators[i + 1] == 1) {
+            double m1, m2;
+            x_moment_pair_sweep(pre, pim, lre, lim, size, u64(1) << g.tile_bits[i], u64(1) << g.tile_bits[i + 1], m1, m2);
+            out[i] += m1, out[i + 1] += m2;
+            i += 2;
+        } else {
+            out[i] += moment(pre, pim, lre, lim, size, int(g.tile_bits[i]), g.generators[i]);
+            i += 1;
+        }
+    }
+}
+
+template <class T>
+void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out) {
+    if (!g.count) return;
+    const u64 inner = inner_count(g, width);
+    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+    for (u64 block = 0; block < width; block += subtile)
+        moments_range(pre + block, pim + block, lre + block, lim + block, subtile, g, out, 0, inner);
+    moments_range(pre, pim, lre, lim, width, g, out, inner, g.count);
+}
+
+// ---- a swept diagonal block on a tile -----------------------------------------------------------------
+
+// exp(i·x) without a library call, so that the loop vectorises: x = n·π/2 + r, |r| ≤ π/4 (π/2 in two parts,
+// the first exact in n·PIO2_HI), then Taylor polynomials of r (the next terms are below 5e-17).
+constexpr double TWO_OVER_PI = 0.6366197723675814;
+constexpr double PIO2_HI = 1.57079632673412561417e00;
+constexpr double PIO2_LO = 6.07710050650619224932e-11;
+constexpr double S1 = -1.0 / 6, S2 = 1.0 / 120, S3 = -1.0 / 5040, S4 = 1.0 / 362880, S5 = -1.0 / 39916800, S6 = 1.0 / 6227020800,
+                 S7 = -1.0 / 1307674368000;
+constexpr double C1 = -1.0 / 2, C2 = 1.0 / 24, C3 = -1.0 / 720, C4 = 1.0 / 40320, C5 = -1.0 / 3628800, C6 = 1.0 / 479001600,
+                 C7 = -1.0 / 87178291200, C8 = 1.0 / 20922789888000;
+
+// Buffers *= exp(i·(offset + slope·value)) per amplitude, in float64 whatever the buffers' precision.
+template <class T, class V>
+void phase_tile_by_angle(T* __restrict re, T* __restrict im, u64 size, const V* values, double offset, double slope) {
+#pragma omp simd
+    for (u64 t = 0; t < size; ++t) {
+        const double x = offset + slope * double(values[t]);
+        const double n = std::floor(x * TWO_OVER_PI + 0.5);
+        const double r = (x - n * PIO2_HI) - n * PIO2_LO;
+        const double r2 = r * r;
+        const double s = r + r * r2 * (S1 + r2 * (S2 + r2 * (S3 + r2 * (S4 + r2 * (S5 + r2 * (S6 + r2 * S7))))));
+        const double c = 1.0 + r2 * (C1 + r2 * (C2 + r2 * (C3 + r2 * (C4 + r2 * (C5 + r2 * (C6 + r2 * (C7 + r2 * C8)))))));
+        const i64 q = i64(n) & 3;  // exp(i·x) = i^q (c + i·s)
+        const double odd = double(q & 1);
+        const double cos_sign = 1.0 - 2.0 * double(((q + 1) >> 1) & 1), sin_sign = 1.0 - 2.0 * double((q >> 1) & 1);
+        const double pr = cos_sign * (c + odd * (s - c)), pi = sin_sign * (s + odd * (c - s));
+        const double xr = re[t], xi = im[t];
+        re[t] = T(xr * pr - xi * pi);
+        im[t] = T(xr * pi + xi * pr);
+    }
+}
+
+// Buffers *= a diagonal block's phases on a gathered tile: phases[level] by level, by angle exp(i·(offset + slope·value)).
+template <class T>
+void phase_tile(T* __restrict re, T* __restrict im, u64 size, const void* tile_values, int kind, const Phases& phases) {
+    if (kind == U16) {
+        const auto* levels = static_cast<const std::uint16_t*>(tile_values);
+        const auto* table = static_cast<const cplx<T>*>(phases.data);
+        for (u64 t = 0; t < size; ++t) {
+            const cplx<T> p = table[levels[t]];
+            const T xr = re[t], xi = im[t];
+            re[t] = xr * p.real() - xi * p.imag();
+            im[t] = xr * p.imag() + xi * p.real();
+        }
+        return;
+    }
+    const auto* ph = static_cast<const double*>(phases.data);
+    if (kind == F32) phase_tile_by_angle(re, im, size, static_cast<const float*>(tile_values), ph[0], ph[1]);
+    else phase_tile_by_angle(re, im, size, static_cast<const double*>(tile_values), ph[0], ph[1]);
+}
+
+// sums += (Σ q, Σ q·value) over a tile, q = Im(conj(λ) φ): a swept block's moments.
+template <class T, class V>
+void level_sums_of(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const V* values, double* sums) {
+    double s0 = 0.0, s1 = 0.0;
+#pragma omp simd reduction(+ : s0, s1)
+    for (u64 k = 0; k < size; ++k) {
+        const double q = double(lre[k] * pim[k] - lim[k] * pre[k]);
+        s0 += q;
+        s1 += q * double(values[k]);
+    }
+    sums[0] += s0, sums[1] += s1;
+}
+
+template <class T>
+void level_sums(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const void* values, int kind, double* sums) {
+    switch (kind) {
+        case U16: return level_sums_of(pre, pim, lre, lim, size, static_cast<const std::uint16_t*>(values), sums);
+        case F32: return level_sums_of(pre, pim, lre, lim, size, static_cast<const float*>(values), sums);
+        default: return level_sums_of(pre, pim, lre, lim, size, static_cast<const double*>(values), sums);
+    }
+}
+
+// A tile of a product state times its block's phases: amplitude (run, j) = Π rest factors · high_table[run] ·
+// run_table[j] · phases[level], the tables as real and imaginary rows in the buffers' precision.
+template <class T>
+void product_tile(T* re, T* im, u64 tile, const Tiling& tiling, const Product<T>& src, const void* tile_levels) {
+    cplx<double> factor(1.0, 0.0);
+    for (u64 i = 0; i < tiling.nrest; ++i) factor *= cplx<double>(src.rest_vectors[2 * i + ((tile >> i) & 1)]);
+    const T *outer = src.high_table, *inner = src.run_table;
+    u64 nouter = src.high_size, width = src.run_size;
+    if (tiling.transposed) std::swap(outer, inner), std::swap(nouter, width);  // tile index outer·width + inner
+    for (u64 o = 0; o < nouter; ++o) {
+        const T gr = T(factor.real() * outer[o] - factor.imag() * outer[nouter + o]);
+        const T gi = T(factor.real() * outer[nouter + o] + factor.imag() * outer[o]);
+        T *r = re + o * width, *i = im + o * width;
+        for (u64 k = 0; k < width; ++k) {
+            r[k] = gr * inner[k] - gi * inner[width + k];
+            i[k] = gr * inner[width + k] + gi * inner[k];
+        }
+    }
+    if (tile_levels) phase_tile(re, im, nouter * width, tile_levels, src.levels.kind, src.phases);
+}
+
+// A tile of ``state``, or, when ``src`` has tables, of the product state it describes (``scratch``: a tile of its levels).
+template <class T>
+void load_tile(T* re, T* im, const cplx<T>* state, u64 tile, const Tiling& tiling, u64 base, const std::vector<u64>& offsets,
+               const Product<T>& src, void* scratch) {
+    if (src.run_size) {
+        if (src.levels.size) tile_values(src.levels, base, offsets, tiling.run_bits, tiling.transposed, scratch);
+        product_tile(re, im, tile, tiling, src, src.levels.size ? scratch : nullptr);
+    } else {
+        gather(re, im, state, base, offsets, tiling.run_bits, tiling.transposed);
+    }
+}
+
+inline u64 tile_width(const Tiling& t) { return u64(1) << (t.run_bits + t.nhigh); }
+inline u64 tile_count(const Tiling& t) { return u64(1) << t.nrest; }
+
+}  // namespace
+
+int threads() {
+    int n = thread_count.load();
+    return n > 0 ? n : omp_get_max_threads();
+}
+
+void set_threads(int n) { thread_count.store(n); }
+
+// ---- kernels ------------------------------------------------------------------------------------------
+
+template <class T>
+void diag_phase_tables(cplx<T>* psi, u64 n, const Tables& t, double sign) {
+    const u64 size = u64(1) << t.low_bits;
+#pragma omp parallel num_threads(threads()) if (parallel(n))
+    {
+        Buffer<double> re(size), im(size);
+#pragma omp for schedule(static)
+        for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
+            chunk_phases(hi, t, sign, re.get(), im.get());
+            cplx<T>* p = psi + hi * size;
+            for (u64 lo = 0; lo < size; ++lo) {
+                const double xr = p[lo].real(), xi = p[lo].imag(), pr = re.get()[lo], pi = im.get()[lo];
+                p[lo] = cplx<T>(T(xr * pr - xi * pi), T(xr * pi + xi * pr));
+            }
+        }
+    }
+}
+
+// One adjoint pass over a diagonal block. With q(k) = Im(conj(λ_k) φ_k) after the block, accumulates
+// rowsum[hi] = Σ_lo q, moments[t, 0, lo] = Σ_hi q, moments[t, 1+g, lo] = Σ_hi z(hi & gmask_g) q (a slice
+// per thread t), then, if ``undo``, undoes the block on φ and λ (tables built for sign -1).
+template <class T>
+void diag_adjoint_tables(cplx<T>* phi, cplx<T>* lam, u64 n, const Tables& t, double* rowsum, double* moments, int nthreads, bool undo) {
+    const u64 size = u64(1) << t.low_bits;
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
+    for (int th = 0; th < nthreads; ++th) {
+        Buffer<double> re(size), im(size), q(size);
+        u64 first, last;
+        tiles_of_thread(th, n >> t.low_bits, nthreads, first, last);
+        for (u64 hi = first; hi < last; ++hi) {
+            chunk_phases(hi, t, -1.0, re.get(), im.get());
+            cplx<T>*p = phi + hi * size, *l = lam + hi * size;
+            for (u64 lo = 0; lo < size; ++lo) {
+                const cplx<T> a = p[lo], b = l[lo];
+                q.get()[lo] = double(b.real() * a.imag() - b.imag() * a.real());
+                if (undo) {
+                    const double pr = re.get()[lo], pi = im.get()[lo];
+                    p[lo] = cplx<T>(T(a.real() * pr - a.imag() * pi), T(a.real() * pi + a.imag() * pr));
+                    l[lo] = cplx<T>(T(b.real() * pr - b.imag() * pi), T(b.real() * pi + b.imag() * pr));
+                }
+            }
+            rowsum[hi] = accumulate_moments(q.get(), size, hi, t.gmask, t.ng, moments + u64(th) * (1 + t.ng) * size);
+        }
+    }
+}
+
+template <class O>
+void diag_values(O* out, u64 n, const Tables& t) {
+    const u64 size = u64(1) << t.low_bits;
+#pragma omp parallel num_threads(threads()) if (parallel(n))
+    {
+        Buffer<double> angles(size);
+#pragma omp for schedule(static)
+        for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
+            chunk_angles(hi, t, angles.get());
+            for (u64 lo = 0; lo < size; ++lo) out[hi * size + lo] = O(angles.get()[lo]);
+        }
+    }
+}
+
+// out[k] = angle(k) + offset as an integer: with coefficients -1/2 and offset T/2, how many of the T masks have odd parity at k.
+void diag_levels(std::uint16_t* out, u64 n, const Tables& t, double offset) {
+    const u64 size = u64(1) << t.low_bits;
+#pragma omp parallel num_threads(threads()) if (parallel(n))
+    {
+        Buffer<double> angles(size);
+#pragma omp for schedule(static)
+        for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
+            chunk_angles(hi, t, angles.get());
+            for (u64 lo = 0; lo < size; ++lo) out[hi * size + lo] = std::uint16_t(angles.get()[lo] + offset + 0.5);
+        }
+    }
+}
+
+template <class T>
+void phase_by_level(cplx<T>* psi, u64 n, const std::uint16_t* levels, const cplx<T>* table) {
+#pragma omp parallel for num_threads(threads()) schedule(static) if (parallel(n))
+    for (u64 k = 0; k < n; ++k) {
+        const cplx<T> p = table[levels[k]], x = psi[k];
+        psi[k] = cplx<T>(x.real() * p.real() - x.imag() * p.imag(), x.real() * p.imag() + x.imag() * p.real());
+    }
+}
+
+template <class T>
+void diag_adjoint_levels(cplx<T>* phi, cplx<T>* lam, u64 n, const std::uint16_t* levels, const cplx<T>* table, int low_bits,
+                         const i64* gmask, u64 ng, double* rowsum, double* moments, int nthreads, bool undo) {
+    const u64 size = u64(1) << low_bits;
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
+    for (int th = 0; th < nthreads; ++th) {
+        Buffer<double> q(size);
+        u64 first, last;
+        tiles_of_thread(th, n >> low_bits, nthreads, first, last);
+        for (u64 hi = first; hi < last; ++hi) {
+            const u64 off = hi * size;
+            for (u64 lo = 0; lo < size; ++lo) {
+                const cplx<T> a = phi[off + lo], b = lam[off + lo];
+                q.get()[lo] = double(b.real() * a.imag() - b.imag() * a.real());
+                if (undo) {
+                    const cplx<T> p = table[levels[off + lo]];
+                    phi[off + lo] = cplx<T>(a.real() * p.real() - a.imag() * p.imag(), a.real() * p.imag() + a.imag() * p.real());
+                    lam[off + lo] = cplx<T>(b.real() * p.real() - b.imag() * p.imag(), b.real() * p.imag() + b.imag() * p.real());
+                }
+            }
+            rowsum[hi] = accumulate_moments(q.get(), size, hi, gmask, ng, moments + u64(th) * (1 + ng) * size);
+        }
+    }
+}
+
+// psi = ⊗ single-qubit states (low_vectors[b] / high_vectors[b]: the (2,) vector of bit b), then, unless
+// ``levels`` is empty, a diagonal block's phases, in the same pass.
+template <class T>
+void product_state(cplx<T>* psi, u64 n, int low_bits, const cplx<double>* low_vectors, const cplx<double>* high_vectors, u64 nhigh,
+                   Values levels, Phases phases) {
+    const u64 size = u64(1) << low_bits;
+    std::vector<cplx<double>> table(size, cplx<double>(1.0, 0.0));
+    for (u64 lo = 0; lo < size; ++lo)
+        for (int b = 0; b < low_bits; ++b) table[lo] *= low_vectors[2 * b + ((lo >> b) & 1)];
+#pragma omp parallel num_threads(threads()) if (parallel(n))
+    {
+        Buffer<T> re(levels.size ? size : 0), im(levels.size ? size : 0);
+#pragma omp for schedule(static)
+        for (u64 hi = 0; hi < (n >> low_bits); ++hi) {
+            cplx<double> factor(1.0, 0.0);
+            for (u64 b = 0; b < nhigh; ++b) factor *= high_vectors[2 * b + ((hi >> b) & 1)];
+            const u64 off = hi * size;
+            if (levels.size) {
+                for (u64 lo = 0; lo < size; ++lo) {
+                    const cplx<double> v = factor * table[lo];
+                    re.get()[lo] = T(v.real()), im.get()[lo] = T(v.imag());
+                }
+                const char* values = static_cast<const char*>(levels.data) + off * value_bytes(levels.kind);
+                phase_tile(re.get(), im.get(), size, values, levels.kind, phases);
+                for (u64 lo = 0; lo < size; ++lo) psi[off + lo] = cplx<T>(re.get()[lo], im.get()[lo]);
+            } else {
+                for (u64 lo = 0; lo < size; ++lo) psi[off + lo] = cplx<T>(factor * table[lo]);
+            }
+        }
+    }
+}
+
+// One adjoint pass over a product layer: out[t, i] += Im<λ|P_i|φ> and φ, λ <- U_i† φ, U_i† λ (``inverses``)
+// for every gate of the pass. The gates act on distinct wires and P_i commutes with U_i.
+template <class T>
+void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates<T>& inverses, double* out, int nthreads, bool undo) {
+    const u64 width = tile_width(tiling), tiles = tile_count(tiling);
+    const std::vector<u64> offsets = run_offsets(tiling);
+    const u64 n = width * tiles;
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
+    for (int th = 0; th < nthreads; ++th) {
+        Buffer<T> pre(width), pim(width), lre(width), lim(width);
+        double* row = out + u64(th) * inverses.count;
+        u64 first, last;
+        tiles_of_thread(th, tiles, nthreads, first, last);
+        const u64 inner = inner_count(inverses, width);
+        const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+        for (u64 tile = first; tile < last; ++tile) {
+            const u64 base = tile_base(tile, tiling);
+            gather(pre.get(), pim.get(), phi, base, offsets, tiling.run_bits, tiling.transposed);
+            gather(lre.get(), lim.get(), lam, base, offsets, tiling.run_bits, tiling.transposed);
+            for (u64 block = 0; block < width; block += subtile)
+                for (u64 i = 0; i < inner; ++i)
+                    row[i] += undo_with_moment(pre.get() + block, pim.get() + block, lre.get() + block, lim.get() + block, subtile,
+                                               int(inverses.tile_bits[i]), inverses.mats + 4 * i, inverses.generators[i]);
+            for (u64 i = inner; i < inverses.count; ++i)
+                row[i] += undo_with_moment(pre.get(), pim.get(), lre.get(), lim.get(), width, int(inverses.tile_bits[i]), inverses.mats + 4 * i,
+                                           inverses.generators[i]);
+            if (undo) {  // the last segment differentiated: moments only, φ and λ are not needed after it
+                scatter(pre.get(), pim.get(), phi, n, base, offsets, tiling.run_bits, tiling.transposed);
+                scatter(lre.get(), lim.get(), lam, n, base, offsets, tiling.run_bits, tiling.transposed);
+            }
+        }
+    }
+}
+
+// psi <- the pass's gates applied to ``source`` (psi itself, another buffer, or the ``product`` state it
+// describes), tile by tile. With a real ``diagonal`` D (D[k] = diagonal[levels[k]] when levels are given):
+// returns <ψ|D|ψ> of the result and writes λ = Dψ into ``lam`` (``write_lam``), with the gates ``lam_undo``
+// applied to it; ``take_moments``: moments[tile, i] += Im<λ|P_i|ψ> there, before the undoing.
+template <class T>
+double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Tiling& tiling, const Gates<T>& gates,
+                   const Product<T>& product, const T* diagonal, u64 ndiagonal, const std::uint16_t* levels, u64 nlevels, cplx<T>* lam,
+                   bool write_lam, const cplx<T>* lam_undo, u64 nundo, double* moments, bool take_moments, int nthreads) {
+    const u64 width = tile_width(tiling), tiles = tile_count(tiling), n = width * tiles;
+    const std::vector<u64> offsets = run_offsets(tiling);
+    double total_value = 0.0;
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1) reduction(+ : total_value) if (parallel(n))
+    for (int th = 0; th < nthreads; ++th) {
+        Buffer<T> re(width), im(width), lre(take_moments ? width : 0), lim(take_moments ? width : 0);
+        T* lr = take_moments ? lre.get() : re.get();
+        T* li = take_moments ? lim.get() : im.get();
+        Buffer<T> d(ndiagonal ? width : 0);
+        Buffer<std::uint16_t> tile_levels(nlevels ? width : 0);
+        Buffer<double> source_levels(product.levels.size ? width : 0);
+        u64 first, last;
+        tiles_of_thread(th, tiles, nthreads, first, last);
+        for (u64 tile = first; tile < last; ++tile) {
+            const u64 base = tile_base(tile, tiling);
+            load_tile(re.get(), im.get(), source, tile, tiling, base, offsets, product, source_levels.get());
+            apply_gates(re.get(), im.get(), width, gates, gates.mats);
+            if (write_psi) scatter(re.get(), im.get(), psi, n, base, offsets, tiling.run_bits, tiling.transposed);
+            if (!ndiagonal) continue;
+            if (nlevels) {
+                tile_values_of(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
+                for (u64 k = 0; k < width; ++k) d.get()[k] = diagonal[tile_levels.get()[k]];
+            } else {
+                tile_values_of(diagonal, base, offsets, tiling.run_bits, tiling.transposed, d.get());
+            }
+            double part = 0.0;
+            const T *dd = d.get(), *r = re.get(), *i = im.get();
+#pragma omp simd reduction(+ : part)
+            for (u64 k = 0; k < width; ++k) part += double(dd[k] * (r[k] * r[k] + i[k] * i[k]));
+            total_value += part;
+            if (write_lam) {  // λ = Dψ in place of ψ, unless ψ is still needed for the moments
+                for (u64 k = 0; k < width; ++k) lr[k] = dd[k] * r[k], li[k] = dd[k] * i[k];
+                if (take_moments) tile_moments(re.get(), im.get(), lr, li, width, gates, moments + tile * gates.count);
+                if (nundo) apply_gates(lr, li, width, gates, lam_undo);
+                scatter(lr, li, lam, n, base, offsets, tiling.run_bits, tiling.transposed);
+            }
+        }
+    }
+    return total_value;
+}
+
+// psi <- second · D · first psi in one pass: a pass of one layer, the diagonal block D after it and a pass of
+// the next layer, all of one tiling. ``keep`` (unless null) is left holding the state after the block.
+template <class T>
+void layers_with_diagonal(cplx<T>* psi, cplx<T>* keep, const Tiling& tiling, const Gates<T>& first_gates, Values levels, Phases phases,
+                          const Gates<T>& second, int nthreads) {
+    const u64 width = tile_width(tiling), tiles = tile_count(tiling), n = width * tiles;
+    const std::vector<u64> offsets = run_offsets(tiling);
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
+    for (int th = 0; th < nthreads; ++th) {
+        Buffer<T> re(width), im(width);
+        Buffer<double> tile_levels(width);
+        u64 first, last;
+        tiles_of_thread(th, tiles, nthreads, first, last);
+        for (u64 tile = first; tile < last; ++tile) {
+            const u64 base = tile_base(tile, tiling);
+            gather(re.get(), im.get(), psi, base, offsets, tiling.run_bits, tiling.transposed);
+            apply_gates(re.get(), im.get(), width, first_gates, first_gates.mats);
+            tile_values(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
+            phase_tile(re.get(), im.get(), width, tile_levels.get(), levels.kind, phases);
+            if (keep) scatter(re.get(), im.get(), keep, n, base, offsets, tiling.run_bits, tiling.transposed);
+            apply_gates(re.get(), im.get(), width, second, second.mats);
+            scatter(re.get(), im.get(), psi, n, base, offsets, tiling.run_bits, tiling.transposed);
+        }
+    }
+}
+
+// An adjoint pass over a product layer that leaves φ in memory alone: λ <- U_i† λ for every gate (``undo``;
+// ``write``: λ stored back), with the moments out[t, i] += Im<λ|P_i|φ> taken ``before`` or ``after`` it.
+// A diagonal block joins the pass: DIAGONAL_AT_OUTPUT, right after the layer: first the moments of a later
+// pass of this tiling (``carried``, undone on λ first when it has inverses), then the block's sums, then it is
+// undone on φ and λ in the tile before the gates' pass; DIAGONAL_AT_INPUT, right before the layer: its sums
+// at the layer's input, once the gates are undone. ``source`` with tables: φ is that product state, computed.
+template <class T>
+void layer_adjoint_lambda(const cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates<T>& inverses, const AdjointLambda<T>& a) {
+    const u64 width = tile_width(tiling), tiles = tile_count(tiling), n = width * tiles;
+    const std::vector<u64> offsets = run_offsets(tiling);
+    const bool reads_phi = a.before || a.after || a.diagonal != NO_DIAGONAL;
+#pragma omp parallel for num_threads(a.nthreads) schedule(static, 1) if (parallel(n))
+    for (int th = 0; th < a.nthreads; ++th) {
+        Buffer<T> pre(width), pim(width), lre(width), lim(width);
+        Buffer<double> tile_levels(a.diagonal ? width : 0);
+        Buffer<double> source_levels(a.source.levels.size ? width : 0);
+        double* out = a.out + u64(th) * inverses.count;
+        double* sums = a.sums + 2 * u64(th);
+        u64 first, last;
+        tiles_of_thread(th, tiles, a.nthreads, first, last);
+        for (u64 tile = first; tile < last; ++tile) {
+            const u64 base = tile_base(tile, tiling);
+            gather(lre.get(), lim.get(), lam, base, offsets, tiling.run_bits, tiling.transposed);
+            if (reads_phi) load_tile(pre.get(), pim.get(), phi, tile, tiling, base, offsets, a.source, source_levels.get());
+            if (a.diagonal) tile_values(a.block_levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
+            if (a.diagonal == DIAGONAL_AT_OUTPUT) {
+                if (a.carried.mats) apply_gates(lre.get(), lim.get(), width, a.carried, a.carried.mats);
+                tile_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, a.carried, a.carried_out + u64(th) * a.carried_out_cols);
+                level_sums(pre.get(), pim.get(), lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, sums);
+                phase_tile(pre.get(), pim.get(), width, tile_levels.get(), a.block_levels.kind, a.block_phases);
+                phase_tile(lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, a.block_phases);
+            }
+            if (a.before) tile_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, inverses, out);
+            if (a.undo) {
+                apply_gates(lre.get(), lim.get(), width, inverses, inverses.mats);
+                if (a.write) scatter(lre.get(), lim.get(), lam, n, base, offsets, tiling.run_bits, tiling.transposed);
+            }
+            if (a.after) tile_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, inverses, out);
+            if (a.diagonal == DIAGONAL_AT_INPUT)
+                level_sums(pre.get(), pim.get(), lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, sums);
+        }
+    }
+}
+
+// Swap the target pair wherever the control bit is set.
+template <class T>
+void cnot(cplx<T>* psi, u64 n, int control, int target) {
+    const int lo = std::min(control, target), hi = std::max(control, target);
+#pragma omp parallel for num_threads(threads()) schedule(static) if (parallel(n))
+    for (u64 r = 0; r < (n >> 2); ++r) {
+        const u64 low = r & ((u64(1) << lo) - 1), mid = (r >> lo) & ((u64(1) << (hi - lo - 1)) - 1), high = r >> (hi - 1);
+        const u64 k = low | (mid << (lo + 1)) | (high << (hi + 1)) | (u64(1) << control), k1 = k | (u64(1) << target);
+        std::swap(psi[k], psi[k1]);
+    }
+}
+
+// <ψ|D|ψ> and λ = D ψ for a real diagonal D, in one pass.
+template <class T, class D>
+double expval_and_lambda(const cplx<T>* psi, u64 n, const D* diagonal, cplx<T>* lam) {
+    double sum = 0.0;
+#pragma omp parallel for simd num_threads(threads()) schedule(static) reduction(+ : sum) if (parallel(n))
+    for (u64 k = 0; k < n; ++k) {
+        const T pr = psi[k].real(), pi = psi[k].imag();
+        sum += double(diagonal[k]) * double(pr * pr + pi * pi);
+        lam[k] = cplx<T>(T(diagonal[k] * pr), T(diagonal[k] * pi));
+    }
+    return sum;
+}
+
+template <class T, class D>
+double expval(const cplx<T>* psi, u64 n, const D* diagonal) {
+    double sum = 0.0;
+#pragma omp parallel for simd num_threads(threads()) schedule(static) reduction(+ : sum) if (parallel(n))
+    for (u64 k = 0; k < n; ++k) {
+        const T pr = psi[k].real(), pi = psi[k].imag();
+        sum += double(diagonal[k]) * double(pr * pr + pi * pi);
+    }
+    return sum;
+}
+
+template <class T>
+bool streams_past_caches(const cplx<T>* psi, u64 n) {
+    return streams(psi, n);
+}
+
+template <class T>
+void scatter_tile(const T* re, const T* im, cplx<T>* psi, u64 n, u64 base, const std::vector<u64>& offsets, int run_bits, bool transposed) {
+    scatter(re, im, psi, n, base, offsets, run_bits, transposed);
+}
+
+#define QB_INSTANTIATE(T)                                                                                                          \
+    template void diag_phase_tables<T>(cplx<T>*, u64, const Tables&, double);                                                     \
+    template void diag_adjoint_tables<T>(cplx<T>*, cplx<T>*, u64, const Tables&, double*, double*, int, bool);                    \
+    template void diag_values<T>(T*, u64, const Tables&);                                                                          \
+    template void phase_by_level<T>(cplx<T>*, u64, const std::uint16_t*, const cplx<T>*);                                          \
+    template void diag_adjoint_levels<T>(cplx<T>*, cplx<T>*, u64, const std::uint16_t*, const cplx<T>*, int, const i64*, u64,      \
+                                         double*, double*, int, bool);                                                             \
+    template void product_state<T>(cplx<T>*, u64, int, const cplx<double>*, const cplx<double>*, u64, Values, Phases);            \
+    template void layer_adjoint<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, double*, int, bool);                       \
+    template double layer_apply<T>(const cplx<T>*, cplx<T>*, bool, const Tiling&, const Gates<T>&, const Product<T>&, const T*,   \
+                                   u64, const std::uint16_t*, u64, cplx<T>*, bool, const cplx<T>*, u64, double*, bool, int);       \
+    template void layers_with_diagonal<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, Values, Phases, const Gates<T>&,    \
+                                          int);                                                                                    \
+    template void layer_adjoint_lambda<T>(const cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, const AdjointLambda<T>&);     \
+    template void cnot<T>(cplx<T>*, u64, int, int);                                                                                \
+    template bool streams_past_caches<T>(const cplx<T>*, u64);                                                                     \
+    template void scatter_tile<T>(const T*, const T*, cplx<T>*, u64, u64, const std::vector<u64>&, int, bool);                                                                                \
+    template double expval_and_lambda<T, float>(const cplx<T>*, u64, const float*, cplx<T>*);                                     \
+    template double expval_and_lambda<T, double>(const cplx<T>*, u64, const double*, cplx<T>*);                                   \
+    template double expval<T, float>(const cplx<T>*, u64, const float*);                                                          \
+    template double expval<T, double>(const cplx<T>*, u64, const double*);
+
+QB_INSTANTIATE(double)
+QB_INSTANTIATE(float)
+
+}  // namespace qb
