@@ -22,7 +22,7 @@ import numpy as np
 import pennylane as qml
 import pytest
 from conftest import interleaved_medians, record_note, record_seconds, skip_reason
-from numba import njit, prange
+from qbackends.fused.kernels import copy as _copy
 
 from qbackends import get_device
 from qbackends.workloads import qaoa
@@ -56,12 +56,6 @@ def user_circuit(device, nodes: int, weighted: bool, layers: int = 2):
     trainable, fixed = qml.numpy.array(values, requires_grad=True), qml.numpy.array(values, requires_grad=False)
     value_and_grad = qml.grad(energy)  # the adjoint step computes the value with the gradient
     return (lambda: value_and_grad(trainable)), (lambda: energy(fixed))
-
-
-@njit(parallel=True, cache=True)
-def _copy(src, dst):
-    for i in prange(src.size):
-        dst[i] = src[i]
 
 
 def copy_bandwidth(nbytes: int, rounds: int = 7) -> float:

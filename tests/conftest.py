@@ -35,33 +35,6 @@ def fresh_registry(monkeypatch, tmp_path_factory):
     registry.reset_registry()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def kernels_compiled():
-    """As in an installation that has run `qbackends warmup` for both precisions: the simulators' kernels are
-    compiled, so auto weighs fused.qubit and batched.qubit without that one-time cost whatever order the tests
-    run in. From an empty cache the two precisions compile side by side, a process each (numba compiles on one
-    core), then once more one after the other: that loads what is cached and compiles again any kernel whose
-    index entry the other process overwrote. Tests of the cold case set NUMBA_CACHE_DIR to an empty folder."""
-    from qbackends.batched import warmup as batched
-    from qbackends.fused import warmup as fused
-
-    def warmups(precisions: list[str]) -> list[subprocess.Popen]:
-        command = [sys.executable, "-m", "qbackends.cli", "warmup", "--precision"]
-        return [subprocess.Popen([*command, p], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for p in precisions]
-
-    def wait(runs: list[subprocess.Popen]) -> None:
-        for run in runs:
-            _, err = run.communicate(timeout=1800)
-            assert run.returncode == 0, f"{' '.join(run.args)} failed: {err[-2000:]}"
-
-    cold = [p for p in ("c128", "c64") if not fused.compiled(p)] or ([] if batched.COMPILATION.done() else ["c128"])
-    wait(warmups(cold))
-    if len(cold) > 1:  # side by side, one may have overwritten the other's index entries: each loads (or compiles) again
-        for precision in cold:
-            wait(warmups([precision]))
-    batched.compile_kernels()  # loaded in this process
-
-
 def _hardware_reason(kind: str) -> str:
     """Why this machine lacks ``kind`` hardware ("" when it has it), from the real probes."""
     if kind == "cuda":

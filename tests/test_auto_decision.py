@@ -93,18 +93,6 @@ def test_when_every_backend_refuses_the_error_names_each():
         auto.decide(auto.Shape(wires=1), {keys[0]: None}, _backends(*keys), {keys[0]: FAST}, None, accepts=accepts)
 
 
-def test_a_one_time_cost_is_spread_over_the_steps_and_never_tried(monkeypatch, tmp_path):
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # fused.qubit's kernels not compiled here
-    fused, lightning = "qbackends/fused.qubit", "pennylane/lightning.qubit"
-    model = {fused: FAST, lightning: SLOW}
-    shape = auto.Shape(wires=20, gates=100, diagonal=60, runs=2)
-    tried = []
-    short = auto.decide(shape, dict.fromkeys(model, "adjoint"), _backends(*model), model, tried.append, steps=2)
-    assert short.backend == lightning and fused not in tried
-    long = auto.decide(shape, dict.fromkeys(model, "adjoint"), _backends(*model), model, tried.append, steps=100_000)
-    assert long.backend == fused and fused not in tried
-
-
 def test_each_backend_is_predicted_as_its_own_preprocessing_runs_the_circuit():
     """lightning runs a DoubleExcitation as one operation and measures X0 X1 + Z0 in one execution; fused.qubit
     decomposes it (31 operations) and measures the two non-commuting groups one by one: it is predicted so."""
@@ -172,19 +160,6 @@ def test_the_trial_stays_within_its_share_of_a_short_run():
     assert len(calls) == 2 * auto.TRIAL_ROUNDS  # within 3 s: every round
 
 
-def test_a_cold_runner_up_says_its_compile_is_in_its_prediction(monkeypatch, tmp_path):
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # no simulator's kernels compiled here
-    batched, lightning = "qbackends/batched.qubit", "pennylane/lightning.qubit"
-    model = {batched: FAST, lightning: FAST}
-    decision = auto.decide(
-        auto.Shape(wires=4, gates=10), dict.fromkeys(model, "adjoint"), _backends(*model), model, None, steps=7
-    )
-    assert decision.backend == lightning and decision.once == {batched: 7.0}
-    assert "qbackends/batched.qubit 1e+03 ms predicted with its 7 s compile spread over the run (`qbackends warmup`)" in (
-        decision.explain()
-    )
-
-
 def test_a_trial_that_cannot_rebuild_the_step_leaves_the_backends_to_their_predictions():
     """An untyped error in a trial is the trial's (not a refusal): nobody is passed over, the best prediction is taken."""
 
@@ -205,7 +180,7 @@ def test_a_trial_over_its_budget_stops_each_round_after_the_quickest():
     """Warm-ups in order of prediction: a fast one, then two the model mispredicted (2 s and 1.5 s against 10 ms).
     Past the 3 s budget the fourth is not warmed up, and the timed round runs the quickest alone."""
     tried = []
-    seconds = {  # (no fused.qubit: its kernels may not be compiled yet here, and then it is never tried)
+    seconds = {
         "qbackends/batched.qubit": 0.01,
         "pennylane/default.qubit": 2.0,
         "pennylane/lightning.kokkos": 1.5,

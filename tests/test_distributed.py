@@ -103,7 +103,7 @@ def _ranks(n: int, cases: list, tmp_path: Path, *extra: str, timeout: float = 30
 
 
 def _same_as_one_process(ranks: int, cases: list, tmp_path: Path) -> None:
-    # one process first: it compiles the kernels once and the ranks load them (from a cold cache every rank compiled them)
+    # one process first, the reference
     expected = [value_and_gradient(case, mpi=False) for case in cases]
     run = _ranks(ranks, cases, tmp_path)
     assert run.returncode == 0, run.stderr
@@ -134,7 +134,7 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
     import tracemalloc
 
     case = [20, 2, True, "fast", "c128"]
-    value_and_gradient(case, mpi=False)  # kernels loaded, as on the ranks after their first case
+    value_and_gradient(case, mpi=False)  # warm, as the ranks are after their first case
     tracemalloc.start()
     value_and_gradient(case, mpi=False)
     one = tracemalloc.get_traced_memory()[1]

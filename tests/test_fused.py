@@ -250,7 +250,8 @@ def test_pennylane_device_suite_passes(tmp_path, device):
     )
     summary = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0 and not re.search(r"\d+ (failed|errors?)\b", summary), run.stdout[-3000:]
-    assert re.search(r"\b3\d\d passed", summary), summary  # the suite ran (389 tests pass on PennyLane 0.45)
+    passed = re.search(r"\b(\d+) passed", summary)
+    assert passed and int(passed[1]) >= 300, summary  # the suite ran: 389 pass on fused.qubit, 411 under auto (PennyLane 0.45)
 
 
 @pytest.mark.parametrize("nodes", [4, 9, 13, 16])
@@ -469,15 +470,18 @@ def test_states_of_stream_bytes_are_stored_past_the_caches_unchanged(dtype, tran
     size = kernels.STREAM_BYTES // np.dtype(dtype).itemsize
     streamed = engine.state_buffer(size, dtype)
     cached = engine.state_buffer(size + 1, dtype)[1:]
-    assert kernels._streams(streamed) and not kernels._streams(cached)
+    assert kernels.streams(streamed) and not kernels.streams(cached)
     streamed[:], cached[:] = 0.5j, 0.5j
-    offsets = kernels._run_offsets(np.array(high_bits, dtype=np.int64))
+    runs = np.arange(1 << len(high_bits), dtype=np.uint64)
+    offsets = np.zeros(runs.size, dtype=np.uint64)
+    for i, bit in enumerate(high_bits):  # each run's first amplitude less its tile's
+        offsets |= ((runs >> np.uint64(i)) & np.uint64(1)) << np.uint64(bit)
     width = offsets.size << run_bits
     rng = np.random.default_rng(5)
     re, im = (rng.normal(size=width).astype(streamed.real.dtype) for _ in range(2))
     base = np.uint64(1 << 14) if not transposed else np.uint64(1 << 20)
     for state in (streamed, cached):
-        kernels._scatter(re, im, state, base, offsets, run_bits, transposed)
+        kernels.scatter(re, im, state, int(base), offsets, run_bits, transposed)
     np.testing.assert_array_equal(streamed, cached)
     written = np.flatnonzero(streamed != 0.5j)
     assert written.size == width and written.min() >= base
@@ -495,22 +499,14 @@ def test_a_qaoa_gradient_streamed_at_22_qubits_is_the_cached_ones(monkeypatch):
             monkeypatch.setattr(engine, "state_buffer", lambda size, dtype: aligned(size + 1, dtype)[1:])
         qnode = _qaoa_at("c128", graph)
         results.append((float(qnode(params)), qml.grad(qnode)(params)))
-        streams.append({name: kernels._streams(state) for name, state in qnode.device._scratch.items()})
+        streams.append({name: kernels.streams(state) for name, state in qnode.device._scratch.items()})
     assert streams == [{"psi": True, "lambda": True}, {"psi": False, "lambda": False}]
     assert results[0][0] == results[1][0]
     np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
-def test_kernels_are_cached_on_disk():
-    folder = Path(kernels.__file__).parent / "__pycache__"
-    assert list(folder.glob("kernels.*.nbi")), "numba wrote no cache index"
-
-
 def test_qaoa_workload_auto_uses_fused():
-    from qbackends.fused import warmup
-
-    warmup.compile_kernels()  # compiled once per installation; a 2-iteration run takes fused only then
-    assert warmup.compiled()
+    """Even a 2-iteration run: the kernels were compiled at install, there is no one-time cost to weigh."""
     config = qaoa.Config(nodes=16, edges=24, iterations=2)  # from FUSED_MIN_WIRES: smaller is lightning's
     result = qaoa.run(config, "auto")
     reference = qaoa.run(config, "lightning.qubit")

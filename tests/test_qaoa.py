@@ -322,29 +322,6 @@ def test_cli_bad_input_is_one_line():
     )
 
 
-def test_auto_weighs_the_one_time_kernel_compilation(monkeypatch, tmp_path, caplog):
-    """Cold kernels: a short run is quicker on another backend, a long one takes fused.qubit and says it compiles."""
-    from pennylane import numpy as pnp
-
-    from qbackends.fused import warmup
-
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the compiled-kernels marker is looked for
-    assert not warmup.compiled()
-    graph = qaoa.random_graph(16, 24, 1967)
-    params = pnp.array(qaoa.initial_params(qaoa.Config()), requires_grad=True)
-
-    def taken(iterations: int) -> str:
-        dev = qaoa.workload_device("auto", 16, "adjoint", layers=2, iterations=iterations)
-        return qaoa.backend_name(dev, qaoa.energy_function(dev, graph, 2).qnode, params, "adjoint")
-
-    with caplog.at_level("WARNING", logger="qbackends"):
-        assert taken(20) != "qbackends.fused.qubit"  # 20 steps save far less than 150 s of compiling
-        assert "compiling" not in caplog.text
-        assert taken(100_000) == "qbackends.fused.qubit"
-    assert "compiling fused.qubit's kernels, once per installation (about 150 s;" in caplog.text
-    assert "`qbackends warmup` does it ahead" in caplog.text
-
-
 def test_resume_under_auto_continues_on_the_checkpoints_device(tmp_path):
     first = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.kokkos", checkpoint_dir=tmp_path)
     resumed = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=4), "auto", checkpoint_dir=tmp_path, resume=True)

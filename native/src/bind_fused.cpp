@@ -3,6 +3,8 @@
 #include "fused.hpp"
 #include "lanes.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace qb {
@@ -217,6 +219,16 @@ void bind_fused(nb::module_& m) {
             scatter_tile<T>(r, i, s, psi.size(), base, runs, run_bits, transposed);
         })
     }, "A tile's split buffers into the state, as every pass stores them (its runs' offsets from the tile's first amplitude).");
+    m.def("copy", [](In src, Out dst) {
+        if (src.size() != dst.size() || src.dtype() != dst.dtype()) throw nb::value_error("copy: two arrays of one size and dtype");
+        check_c_order(src, "src"), check_c_order(dst, "dst");
+        const char* from = static_cast<const char*>(src.data());
+        char* to = static_cast<char*>(dst.data());
+        const std::int64_t bytes = std::int64_t(src.nbytes()), chunk = 1 << 20;
+        nb::gil_scoped_release g;
+#pragma omp parallel for num_threads(threads()) schedule(static)
+        for (std::int64_t at = 0; at < bytes; at += chunk) std::memcpy(to + at, from + at, size_t(std::min(chunk, bytes - at)));
+    }, "dst[:] = src with the kernels' threads: what a pass's bandwidth is measured against.");
     m.attr("STREAM_BYTES") = STREAM_BYTES;
     m.attr("STREAM_ALIGN") = STREAM_ALIGN;
     m.def("cnot", [](Out psi, int control, int target) {

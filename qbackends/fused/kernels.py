@@ -37,5 +37,6 @@ expval_and_lambda = _native.expval_and_lambda
 expval = _native.expval
 streams = _native.streams
 scatter = _native.scatter
+copy = _native.copy
 threads = _native.threads
 set_num_threads = _native.set_num_threads

@@ -1,0 +1,109 @@
+"""A new user's first calls, each in a new process: what the compiled kernels cost at first use against the same
+steps warm in that process (issue "Ready at install"). Nothing is cached between processes: there is no cache.
+
+    python -m pytest benchmarks/test_bench_first_call.py --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import record_seconds
+
+QAOA_SCRIPT = """
+import json, statistics, time
+start = time.perf_counter()
+import networkx as nx
+import pennylane as qml
+from pennylane import numpy as pnp
+from qbackends import get_device
+
+WIRES, STEPS = {wires}, {steps}
+dev = get_device({spec!r}, wires=WIRES)
+cost, mixer = qml.qaoa.maxcut(nx.gnm_random_graph(WIRES, 3 * WIRES // 2, seed=1967))
+
+@qml.qnode(dev, diff_method={diff_method!r})
+def energy(params):
+    for w in range(WIRES):
+        qml.Hadamard(w)
+    for layer in range(2):
+        qml.qaoa.cost_layer(params[0][layer], cost)
+        qml.qaoa.mixer_layer(params[1][layer], mixer)
+    return qml.expval(cost)
+
+def loop(steps):
+    params, opt, times = pnp.array([[0.5, 0.5], [0.5, 0.5]], requires_grad=True), qml.AdamOptimizer(0.05), []
+    for _ in range(steps):
+        t = time.perf_counter()
+        params = opt.step(energy, params)
+        times.append(time.perf_counter() - t)
+    return times
+
+first = loop(STEPS)
+ready = time.perf_counter() - start
+warm = loop(STEPS)
+print(json.dumps({{"process_s": ready, "first_loop_s": sum(first), "warm_loop_s": sum(warm), "first_step_s": first[0],
+                  "warm_step_s": statistics.median(warm), "device": getattr(dev, "last_choice", None) or dev.name}}))
+"""
+
+QNN_SCRIPT = """
+import json, statistics, time
+import numpy as np
+import pennylane as qml
+import torch
+from qbackends import get_device
+
+WIRES, BATCH = 8, 16
+dev = get_device("local:qbackends/batched.qubit", wires=WIRES)
+
+@qml.qnode(dev, interface="torch", diff_method="adjoint")
+def circuit(inputs, weights):
+    qml.AngleEmbedding(inputs, wires=range(WIRES))
+    qml.BasicEntanglerLayers(weights, wires=range(WIRES))
+    return [qml.expval(qml.Z(w)) for w in range(WIRES)]
+
+layer = qml.qnn.TorchLayer(circuit, {{"weights": (3, WIRES)}})
+x = torch.tensor(np.random.default_rng(0).uniform(0, np.pi, (BATCH, WIRES)))
+times = []
+for _ in range(11):
+    t = time.perf_counter()
+    layer(x).sum().backward()
+    times.append(time.perf_counter() - t)
+print(json.dumps({{"first_step_s": times[0], "warm_step_s": statistics.median(times[1:])}}))
+"""
+
+
+def _run(script: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=1800)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("spec", "wires", "steps", "diff_method"),
+    [("auto", 22, 20, "best"), ("local:qbackends/fused.qubit", 22, 1, "adjoint"), ("auto", 12, 20, "best")],
+    ids=["auto-22q-20-steps", "fused-22q-first-gradient", "auto-12q-20-steps"],
+)
+def test_qaoa_script_first_use(benchmark, spec, wires, steps, diff_method):
+    """The user's QAOA script in a new process: its first loop of ``steps`` Adam steps against the same loop warm."""
+    result = benchmark.pedantic(lambda: _run(QAOA_SCRIPT.format(spec=spec, wires=wires, steps=steps, diff_method=diff_method)),
+                                rounds=1, iterations=1)
+    benchmark.extra_info.update(result)
+    group = f"first use: QAOA {wires} q, {spec}, {steps} steps (in a new process)"
+    if steps > 1:
+        record_seconds(group, "first loop", result["first_loop_s"], result["device"])
+        record_seconds(group, "warm loop", result["warm_loop_s"], result["device"])
+    else:
+        record_seconds(group, "first value + gradient", result["first_step_s"], result["device"])
+        record_seconds(group, "warm value + gradient", result["warm_step_s"], result["device"])
+
+
+def test_batched_qnn_first_minibatch(benchmark):
+    """batched.qubit's first QNN minibatch (8 wires, 16 rows, forward + backward) in a new process, against its warm step."""
+    result = benchmark.pedantic(lambda: _run(QNN_SCRIPT), rounds=1, iterations=1)
+    benchmark.extra_info.update(result)
+    group = "first use: batched.qubit QNN minibatch, 8 wires x 16 (in a new process)"
+    record_seconds(group, "first minibatch", result["first_step_s"])
+    record_seconds(group, "warm minibatch", result["warm_step_s"])

@@ -1,0 +1,89 @@
+"""The compiled kernels as installed: what they were built for, how they take arrays, and that qbackends
+does no work of theirs at import. Their answers are checked through the simulators (test_fused.py,
+test_batched.py, test_differential.py) against lightning and default.qubit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pennylane as qml
+import pytest
+import qbackends_native
+
+from qbackends.fused import kernels
+
+
+def test_the_build_says_what_it_was_compiled_for():
+    assert qbackends_native.ARCH  # QBACKENDS_ARCH at build time: native unless a baseline was stated
+    assert qbackends_native.VECTOR_ISA in ("avx512f", "avx2", "avx", "sse2", "generic")
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed")
+def test_stores_into_large_states_stream_past_the_caches():
+    """On x86-64 the state stores of a pass over a large state are non-temporal (movnt*) instructions."""
+    if not qbackends_native.VECTOR_ISA.startswith(("avx", "sse")):
+        pytest.skip(f"no x86 vector stores in a {qbackends_native.VECTOR_ISA} build")
+    listing = subprocess.run(["objdump", "-d", qbackends_native._kernels.__file__], capture_output=True, text=True, check=True)
+    assert "movntp" in listing.stdout
+
+
+def test_a_kernel_given_the_wrong_array_says_which():
+    psi = np.zeros(8, dtype=np.complex128)
+    with pytest.raises(TypeError, match="diagonal: wrong dtype"):
+        kernels.expval(psi, np.zeros(8, dtype=np.int32))
+    with pytest.raises(TypeError, match="complex64 or complex128 states"):
+        kernels.cnot(np.zeros(8), 0, 1)
+    with pytest.raises(TypeError, match="psi: the kernels take C-contiguous arrays"):
+        kernels.cnot(np.zeros(16, dtype=np.complex128)[::2], 0, 1)
+
+
+def test_thread_counts_are_set_and_refused_by_value():
+    before = kernels.threads()
+    try:
+        kernels.set_num_threads(1)
+        assert kernels.threads() == 1
+        with pytest.raises(ValueError, match="a count of 1 or more"):
+            kernels.set_num_threads(0)
+    finally:
+        kernels.set_num_threads(before)
+
+
+@pytest.mark.parametrize("precision", ["c128", "c64"])
+def test_one_thread_and_two_give_the_same_qaoa_gradient(precision):
+    """Each thread sums its own tiles: the split changes the order of a sum, nothing more."""
+    dev = qml.device("qbackends.fused.qubit", wires=16, c_dtype=np.complex64 if precision == "c64" else np.complex128)
+    cost, mixer = qml.qaoa.maxcut(nx.gnm_random_graph(16, 24, seed=3))
+
+    @qml.qnode(dev, diff_method="adjoint")
+    def energy(params):
+        for w in range(16):
+            qml.Hadamard(w)
+        for layer in range(2):
+            qml.qaoa.cost_layer(params[0, layer], cost)
+            qml.qaoa.mixer_layer(params[1, layer], mixer)
+        return qml.expval(cost)
+
+    params = qml.numpy.array([[0.4, 0.7], [0.9, 0.3]], requires_grad=True)
+    before, results = kernels.threads(), []
+    try:
+        for count in (1, 2):
+            kernels.set_num_threads(count)
+            results.append((float(energy(params)), qml.grad(energy)(params)))
+    finally:
+        kernels.set_num_threads(before)
+    tol = 1e-12 if precision == "c128" else 1e-5
+    assert abs(results[0][0] - results[1][0]) < tol * 24
+    np.testing.assert_allclose(results[0][1], results[1][1], atol=tol * 24)
+
+
+def test_importing_qbackends_and_building_a_device_loads_no_jit_and_changes_no_environment():
+    code = (
+        "import os, sys; before = dict(os.environ); import qbackends; assert 'qbackends_native' not in sys.modules;"
+        "dev = qbackends.get_device('local:qbackends/fused.qubit', wires=3); assert 'numba' not in sys.modules;"
+        "assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items())"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
