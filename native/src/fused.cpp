@@ -540,8 +540,9 @@ constexpr double C1 = -1.0 / 2, C2 = 1.0 / 24, C3 = -1.0 / 720, C4 = 1.0 / 40320
                  C7 = -1.0 / 87178291200, C8 = 1.0 / 20922789888000;
 
 // Buffers *= exp(i·(offset + slope·value)) per amplitude, in float64 whatever the buffers' precision.
+// Every fast-math flag but reassociation, which would fold the two parts of π/2 into one.
 template <class T, class V>
-void phase_tile_by_angle(T* __restrict re, T* __restrict im, u64 size, const V* values, double offset, double slope) {
+__attribute__((optimize("no-associative-math"))) void phase_tile_by_angle(T* __restrict re, T* __restrict im, u64 size, const V* values, double offset, double slope) {
 #pragma omp simd
     for (u64 t = 0; t < size; ++t) {
         const double x = offset + slope * double(values[t]);
@@ -563,14 +564,22 @@ void phase_tile_by_angle(T* __restrict re, T* __restrict im, u64 size, const V* 
 // Buffers *= a diagonal block's phases on a gathered tile: phases[level] by level, by angle exp(i·(offset + slope·value)).
 template <class T>
 void phase_tile(T* __restrict re, T* __restrict im, u64 size, const void* tile_values, int kind, const Phases& phases) {
-    if (kind == U16) {
+    if (kind == U16) {  // phases[level], gathered LANES at a time
+        using V = typename Vec<T>::v;
         const auto* levels = static_cast<const std::uint16_t*>(tile_values);
-        const auto* table = static_cast<const cplx<T>*>(phases.data);
-        for (u64 t = 0; t < size; ++t) {
-            const cplx<T> p = table[levels[t]];
-            const T xr = re[t], xi = im[t];
-            re[t] = xr * p.real() - xi * p.imag();
-            im[t] = xr * p.imag() + xi * p.real();
+        const T* table = static_cast<const T*>(phases.data);  // (real, imaginary) pairs
+        const u64 whole = size - size % LANES;
+        for (u64 t = 0; t < whole; t += LANES) {
+            V pr, pi;
+            for (u64 l = 0; l < LANES; ++l) pr[l] = table[2 * u64(levels[t + l])], pi[l] = table[2 * u64(levels[t + l]) + 1];
+            const V xr = load<V>(re + t), xi = load<V>(im + t);
+            store(re + t, xr * pr - xi * pi);
+            store(im + t, xr * pi + xi * pr);
+        }
+        for (u64 t = whole; t < size; ++t) {
+            const T pr = table[2 * u64(levels[t])], pi = table[2 * u64(levels[t]) + 1], xr = re[t], xi = im[t];
+            re[t] = xr * pr - xi * pi;
+            im[t] = xr * pi + xi * pr;
         }
         return;
     }
@@ -840,7 +849,7 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
         T* li = take_moments ? lim.get() : im.get();
         Buffer<T> d(ndiagonal ? width : 0);
         Buffer<std::uint16_t> tile_levels(nlevels ? width : 0);
-        Buffer<double> source_levels(product.levels.size ? width : 0);
+        Buffer<char> source_levels(product.levels.size ? width * value_bytes(product.levels.kind) : 0);
         u64 first, last;
         tiles_of_thread(th, tiles, nthreads, first, last);
         for (u64 tile = first; tile < last; ++tile) {
@@ -881,7 +890,7 @@ void layers_with_diagonal(cplx<T>* psi, cplx<T>* keep, const Tiling& tiling, con
 #pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
     for (int th = 0; th < nthreads; ++th) {
         Buffer<T> re(width), im(width);
-        Buffer<double> tile_levels(width);
+        Buffer<char> tile_levels(width * value_bytes(levels.kind));
         u64 first, last;
         tiles_of_thread(th, tiles, nthreads, first, last);
         for (u64 tile = first; tile < last; ++tile) {
@@ -911,8 +920,8 @@ void layer_adjoint_lambda(const cplx<T>* phi, cplx<T>* lam, const Tiling& tiling
 #pragma omp parallel for num_threads(a.nthreads) schedule(static, 1) if (parallel(n))
     for (int th = 0; th < a.nthreads; ++th) {
         Buffer<T> pre(width), pim(width), lre(width), lim(width);
-        Buffer<double> tile_levels(a.diagonal ? width : 0);
-        Buffer<double> source_levels(a.source.levels.size ? width : 0);
+        Buffer<char> tile_levels(a.diagonal ? width * value_bytes(a.block_levels.kind) : 0);
+        Buffer<char> source_levels(a.source.levels.size ? width * value_bytes(a.source.levels.kind) : 0);
         double* out = a.out + u64(th) * inverses.count;
         double* sums = a.sums + 2 * u64(th);
         u64 first, last;

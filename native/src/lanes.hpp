@@ -17,34 +17,33 @@ using u64 = std::uint64_t;
 constexpr u64 LANES = 8;           // 64 bytes of float64 or 32 of float32
 constexpr u64 STREAM_ALIGN = 64;   // bytes: a streaming store writes whole, aligned vectors
 
+#define QB_INLINE inline __attribute__((always_inline))
+
 template <class T>
 struct Vec {
     typedef T v __attribute__((vector_size(LANES * sizeof(T))));       // LANES numbers
-    typedef T w __attribute__((vector_size(2 * LANES * sizeof(T))));   // LANES interleaved complex numbers
 };
 typedef double vd __attribute__((vector_size(LANES * sizeof(double))));
 
 template <class V, class T>
-inline V load(const T* p) {
+QB_INLINE V load(const T* p) {
     V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
 template <class V, class T>
-inline void store(T* p, const V& v) {
+QB_INLINE void store(T* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
 }
 
 template <class V, class S>
-inline V splat(S s) {
-    V v;
-    for (u64 i = 0; i < LANES; ++i) v[i] = s;
-    return v;
+QB_INLINE V splat(S s) {  // a broadcast (a lane-by-lane fill compiles to masked inserts in every loop)
+    return V{} + s;
 }
 
 template <class V>
-inline double total(const V& v) {  // the sum of a vector's lanes, in float64
+QB_INLINE double total(const V& v) {  // the sum of a vector's lanes, in float64
     vd d = __builtin_convertvector(v, vd);
     double s = 0.0;
     for (u64 i = 0; i < LANES; ++i) s += d[i];
@@ -53,14 +52,14 @@ inline double total(const V& v) {  // the sum of a vector's lanes, in float64
 
 // An RX-shaped gate on (x, y): x, y <- c·x + i·s·y, c·y + i·s·x.
 template <class V>
-inline void rotate(V c, V s, V& xr, V& xi, V& yr, V& yi) {
+QB_INLINE void rotate(V c, V s, V& xr, V& xi, V& yr, V& yi) {
     V a = c * xr - s * yi, b = c * xi + s * yr, e = c * yr - s * xi, f = c * yi + s * xr;
     xr = a, xi = b, yr = e, yi = f;
 }
 
 // The same gate less the factor of its larger entry: x + i·k·y (unit diagonal, k = s/c) or k·x + i·y (k = c/s).
 template <class V, bool UNIT>
-inline void scaled_rotate(V k, V& xr, V& xi, V& yr, V& yi) {
+QB_INLINE void scaled_rotate(V k, V& xr, V& xi, V& yr, V& yi) {
     V a, b, e, f;
     if (UNIT) a = xr - k * yi, b = xi + k * yr, e = yr - k * xi, f = yi + k * xr;
     else a = k * xr - yi, b = k * xi + yr, e = k * yr - xi, f = k * yi + xr;
@@ -68,7 +67,7 @@ inline void scaled_rotate(V k, V& xr, V& xi, V& yr, V& yi) {
 }
 
 template <class T>
-inline void rx_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, T c, T s) {
+QB_INLINE void rx_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, T c, T s) {
     using V = typename Vec<T>::v;
     V xr = load<V>(re + j), xi = load<V>(im + j), yr = load<V>(re + k), yi = load<V>(im + k);
     rotate(splat<V>(c), splat<V>(s), xr, xi, yr, yi);
@@ -77,7 +76,7 @@ inline void rx_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, T c, T s)
 
 // (x, y) <- U (x, y); m: the real and imaginary parts of U's entries, row by row.
 template <class T>
-inline void gate_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, const T* m) {
+QB_INLINE void gate_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, const T* m) {
     using V = typename Vec<T>::v;
     V xr = load<V>(re + j), xi = load<V>(im + j), yr = load<V>(re + k), yi = load<V>(im + k);
     V u[8];
@@ -91,7 +90,7 @@ inline void gate_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, const T
 // Quadruples a, b = a + step1, c = a + step2, d = c + step1: (c1, s1) on the step1 pairs, then (c2, s2)
 // on the step2 pairs, each amplitude loaded and stored once.
 template <class T>
-inline void rx_pair_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 c, u64 d, T c1, T s1, T c2, T s2) {
+QB_INLINE void rx_pair_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 c, u64 d, T c1, T s1, T c2, T s2) {
     using V = typename Vec<T>::v;
     V ar = load<V>(re + a), ai = load<V>(im + a), br = load<V>(re + b), bi = load<V>(im + b);
     V cr = load<V>(re + c), ci = load<V>(im + c), dr = load<V>(re + d), di = load<V>(im + d);
@@ -105,7 +104,7 @@ inline void rx_pair_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 
 }
 
 template <class T, bool UNIT1, bool UNIT2>
-inline void rx_pair_scaled_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 c, u64 d, T k1, T k2) {
+QB_INLINE void rx_pair_scaled_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 c, u64 d, T k1, T k2) {
     using V = typename Vec<T>::v;
     V ar = load<V>(re + a), ai = load<V>(im + a), br = load<V>(re + b), bi = load<V>(im + b);
     V cr = load<V>(re + c), ci = load<V>(im + c), dr = load<V>(re + d), di = load<V>(im + d);
@@ -120,72 +119,87 @@ inline void rx_pair_scaled_lanes(T* __restrict re, T* __restrict im, u64 a, u64 
 
 // The lanes of Im<λ|P|φ> over the pairs (j, k): P = X (GEN 1) or Y (GEN 2).
 template <int GEN, class V>
-inline V moment_terms(V prj, V pij, V prk, V pik, V lrj, V lij, V lrk, V lik) {
+QB_INLINE V moment_terms(V prj, V pij, V prk, V pik, V lrj, V lij, V lrk, V lik) {
     if (GEN == 1) return (lrj * pik - lij * prk) + (lrk * pij - lik * prj);  // X φ = (φ_k, φ_j)
     return (lrk * prj + lik * pij) - (lrj * prk + lij * pik);                 // Y φ = (-i φ_k, i φ_j)
 }
 
 template <int GEN, class T>
-inline double moment_lanes(const T* pre, const T* pim, const T* lre, const T* lim, u64 j, u64 k) {
+QB_INLINE double moment_lanes(const T* pre, const T* pim, const T* lre, const T* lim, u64 j, u64 k) {
     using V = typename Vec<T>::v;
     return total(moment_terms<GEN>(load<V>(pre + j), load<V>(pim + j), load<V>(pre + k), load<V>(pim + k),
                                    load<V>(lre + j), load<V>(lim + j), load<V>(lre + k), load<V>(lim + k)));
 }
 
 // ---- between a state (interleaved complex numbers) and split buffers -------------------------------------
+// LANES complex numbers are two vectors of LANES numbers (each a machine register or two): their even lanes
+// are the real parts, the odd ones the imaginary parts.
 
-template <class T>
-inline void split_lanes(T* __restrict re, T* __restrict im, u64 row, const T* psi, u64 start) {
-    using W = typename Vec<T>::w;
-    W pair = load<W>(psi + 2 * start);
-    store(re + row, __builtin_shufflevector(pair, pair, 0, 2, 4, 6, 8, 10, 12, 14));
-    store(im + row, __builtin_shufflevector(pair, pair, 1, 3, 5, 7, 9, 11, 13, 15));
+template <class V>
+QB_INLINE void deinterleave(const V& lo, const V& hi, V& re, V& im) {
+    re = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+    im = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+template <class V>
+QB_INLINE void interleave(const V& re, const V& im, V& lo, V& hi) {
+    lo = __builtin_shufflevector(re, im, 0, 8, 1, 9, 2, 10, 3, 11);
+    hi = __builtin_shufflevector(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
 }
 
 template <class T>
-inline typename Vec<T>::w interleave(const T* re, const T* im, u64 row) {
+QB_INLINE void split_lanes(T* __restrict re, T* __restrict im, u64 row, const T* psi, u64 start) {
     using V = typename Vec<T>::v;
-    return __builtin_shufflevector(load<V>(re + row), load<V>(im + row), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    V r, i;
+    deinterleave(load<V>(psi + 2 * start), load<V>(psi + 2 * start + LANES), r, i);
+    store(re + row, r), store(im + row, i);
 }
 
-// A store of LANES complex numbers past the caches (no read of the line first), at a STREAM_ALIGN-aligned address.
+// A store of LANES numbers past the caches (no read of the line first), at a STREAM_ALIGN-aligned address.
 template <class T>
-inline void stream_store(T* p, const typename Vec<T>::w& value) {
+QB_INLINE void stream_store(T* p, const typename Vec<T>::v& v) {
 #if defined(__x86_64__) && defined(__AVX512F__)
-    constexpr int per = 64 / sizeof(T);
-    for (u64 i = 0; i < 2 * LANES; i += per) {
-        if constexpr (sizeof(T) == 8) _mm512_stream_pd(p + i, _mm512_loadu_pd(reinterpret_cast<const double*>(&value) + i));
-        else _mm512_stream_ps(p + i, _mm512_loadu_ps(reinterpret_cast<const float*>(&value) + i));
-    }
+    if constexpr (sizeof(T) == 8) _mm512_stream_pd(reinterpret_cast<double*>(p), (__m512d)v);
+    else _mm256_stream_ps(reinterpret_cast<float*>(p), (__m256)v);
 #elif defined(__x86_64__) && defined(__AVX__)
-    constexpr int per = 32 / sizeof(T);
-    for (u64 i = 0; i < 2 * LANES; i += per) {
-        if constexpr (sizeof(T) == 8) _mm256_stream_pd(p + i, _mm256_loadu_pd(reinterpret_cast<const double*>(&value) + i));
-        else _mm256_stream_ps(p + i, _mm256_loadu_ps(reinterpret_cast<const float*>(&value) + i));
+    if constexpr (sizeof(T) == 8) {
+        typedef double h __attribute__((vector_size(32)));
+        _mm256_stream_pd(reinterpret_cast<double*>(p), (__m256d)(h)__builtin_shufflevector(v, v, 0, 1, 2, 3));
+        _mm256_stream_pd(reinterpret_cast<double*>(p) + 4, (__m256d)(h)__builtin_shufflevector(v, v, 4, 5, 6, 7));
+    } else {
+        _mm256_stream_ps(reinterpret_cast<float*>(p), (__m256)v);
     }
 #elif defined(__x86_64__)
-    constexpr int per = 16 / sizeof(T);
-    for (u64 i = 0; i < 2 * LANES; i += per) {
-        if constexpr (sizeof(T) == 8) _mm_stream_pd(p + i, _mm_loadu_pd(reinterpret_cast<const double*>(&value) + i));
-        else _mm_stream_ps(p + i, _mm_loadu_ps(reinterpret_cast<const float*>(&value) + i));
+    constexpr u64 per = 16 / sizeof(T);
+    for (u64 i = 0; i < LANES; i += per) {
+        if constexpr (sizeof(T) == 8) _mm_stream_pd(reinterpret_cast<double*>(p) + i, _mm_loadu_pd(reinterpret_cast<const double*>(&v) + i));
+        else _mm_stream_ps(reinterpret_cast<float*>(p) + i, _mm_loadu_ps(reinterpret_cast<const float*>(&v) + i));
     }
 #else
-    store(p, value);
+    store(p, v);
 #endif
 }
 
 // Streaming stores are weakly ordered: a full fence makes them visible ahead of every later access.
-inline void store_fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+QB_INLINE void store_fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <bool STREAM, class T>
-inline void join_lanes(const T* re, const T* im, u64 row, T* psi, u64 start) {
-    if (STREAM) stream_store(psi + 2 * start, interleave(re, im, row));
-    else store(psi + 2 * start, interleave(re, im, row));
+QB_INLINE void store_pair(T* p, const typename Vec<T>::v& lo, const typename Vec<T>::v& hi) {
+    if (STREAM) stream_store(p, lo), stream_store(p + LANES, hi);
+    else store(p, lo), store(p + LANES, hi);
+}
+
+template <bool STREAM, class T>
+QB_INLINE void join_lanes(const T* re, const T* im, u64 row, T* psi, u64 start) {
+    using V = typename Vec<T>::v;
+    V lo, hi;
+    interleave(load<V>(re + row), load<V>(im + row), lo, hi);
+    store_pair<STREAM>(psi + 2 * start, lo, hi);
 }
 
 // The LANES x LANES transpose of LANES vectors, by swapping blocks of 4, 2 and 1 lanes.
 template <class V>
-inline void transpose(V* r) {
+QB_INLINE void transpose(V* r) {
     for (int i : {0, 1, 2, 3}) {
         V a = r[i], b = r[i + 4];
         r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11);
@@ -205,14 +219,12 @@ inline void transpose(V* r) {
 
 // re/im[row + j·row_stride + r] <- psi[start + r·run_stride + j] for r, j < LANES.
 template <class T>
-inline void split_transposed_lanes(T* re, T* im, u64 row, u64 row_stride, const T* psi, u64 start, u64 run_stride) {
+QB_INLINE void split_transposed_lanes(T* re, T* im, u64 row, u64 row_stride, const T* psi, u64 start, u64 run_stride) {
     using V = typename Vec<T>::v;
-    using W = typename Vec<T>::w;
     V real[LANES], imag[LANES];
     for (u64 r = 0; r < LANES; ++r) {
-        W run = load<W>(psi + 2 * (start + r * run_stride));
-        real[r] = __builtin_shufflevector(run, run, 0, 2, 4, 6, 8, 10, 12, 14);
-        imag[r] = __builtin_shufflevector(run, run, 1, 3, 5, 7, 9, 11, 13, 15);
+        const T* run = psi + 2 * (start + r * run_stride);
+        deinterleave(load<V>(run), load<V>(run + LANES), real[r], imag[r]);
     }
     transpose(real);
     transpose(imag);
@@ -221,17 +233,16 @@ inline void split_transposed_lanes(T* re, T* im, u64 row, u64 row_stride, const 
 
 // The inverse: psi[start + r·run_stride + j] <- re/im[row + j·row_stride + r].
 template <bool STREAM, class T>
-inline void join_transposed_lanes(const T* re, const T* im, u64 row, u64 row_stride, T* psi, u64 start, u64 run_stride) {
+QB_INLINE void join_transposed_lanes(const T* re, const T* im, u64 row, u64 row_stride, T* psi, u64 start, u64 run_stride) {
     using V = typename Vec<T>::v;
     V real[LANES], imag[LANES];
     for (u64 j = 0; j < LANES; ++j) real[j] = load<V>(re + row + j * row_stride), imag[j] = load<V>(im + row + j * row_stride);
     transpose(real);
     transpose(imag);
     for (u64 r = 0; r < LANES; ++r) {
-        auto pair = __builtin_shufflevector(real[r], imag[r], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-        T* p = psi + 2 * (start + r * run_stride);
-        if (STREAM) stream_store(p, pair);
-        else store(p, pair);
+        V lo, hi;
+        interleave(real[r], imag[r], lo, hi);
+        store_pair<STREAM>(psi + 2 * (start + r * run_stride), lo, hi);
     }
 }
 
