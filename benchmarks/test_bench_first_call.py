@@ -65,14 +65,14 @@ def circuit(inputs, weights):
     qml.BasicEntanglerLayers(weights, wires=range(WIRES))
     return [qml.expval(qml.Z(w)) for w in range(WIRES)]
 
-layer = qml.qnn.TorchLayer(circuit, {{"weights": (3, WIRES)}})
+layer = qml.qnn.TorchLayer(circuit, {"weights": (3, WIRES)})
 x = torch.tensor(np.random.default_rng(0).uniform(0, np.pi, (BATCH, WIRES)))
 times = []
 for _ in range(11):
     t = time.perf_counter()
     layer(x).sum().backward()
     times.append(time.perf_counter() - t)
-print(json.dumps({{"first_step_s": times[0], "warm_step_s": statistics.median(times[1:])}}))
+print(json.dumps({"first_step_s": times[0], "warm_step_s": statistics.median(times[1:])}))
 """
 
 
