@@ -68,7 +68,7 @@ if [ -z "${PYTHON:-}" ]; then
   if ! "$PYTHON" -c 'import moto.server, boto3' 2>/dev/null; then
     say "a Python with moto[server] and boto3 for the host's side: $(dirname "$(dirname "$PYTHON")")"
     python3 -m venv "$(dirname "$(dirname "$PYTHON")")"
-    "$PYTHON" -m pip install --quiet "moto[server]" boto3
+    "$PYTHON" -m pip install "moto[server]" boto3 >"$work/host-venv.log" 2>&1 || { tail -20 "$work/host-venv.log" >&2; die "pip install moto[server] boto3"; }
   fi
 fi
 "$PYTHON" -c 'import moto.server, boto3' || die "PYTHON=$PYTHON lacks moto[server] or boto3: pip install 'moto[server]' boto3"
@@ -157,13 +157,15 @@ run_job() {
   printf '{"input": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}}\n' \
     >"$dir/input/config/inputdataconfig.json"
   printf '0.1 0.7 1.3 2.1\n' >"$dir/input/data/input/angles.txt"
-  local start=(train)  # SageMaker's way; Braket's local mode: docker exec -w /opt/ml/code ... python $SAGEMAKER_PROGRAM
+  # SageMaker's way (the toolkit waits until every host of resourceconfig.json resolves: algo-1 is this one);
+  # Braket's local mode: docker exec -w /opt/ml/code ... python $SAGEMAKER_PROGRAM
+  local start=(train)
   [ "$how" = local ] && start=(sh -c 'exec python "$SAGEMAKER_PROGRAM"')
   [ "$image" = "$cuda_image" ] && extra=(--gpus all)
   say "job $run: $entry on $device ($how; log: $dir/log.txt)"
   t0=$(now)
   set +e
-  "$docker" run --rm --network host "${extra[@]}" \
+  "$docker" run --rm --network host --add-host algo-1:127.0.0.1 "${extra[@]}" \
     -v "$dir/input:/opt/ml/input" -v "$dir/model:/opt/ml/model" -v "$dir/output:/opt/ml/output" \
     -v "$work/checkpoints/$name:/opt/jobs/checkpoints" \
     -e AWS_ACCESS_KEY_ID -e AWS_SECRET_ACCESS_KEY -e AWS_DEFAULT_REGION -e "AWS_ENDPOINT_URL_S3=$endpoint" \

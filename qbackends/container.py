@@ -152,9 +152,14 @@ def download(source: CodeSource, folder: Path) -> Path:
     Raises:
         JobSetupError: the object cannot be read (missing, no access, no credentials, no connection), naming it.
     """
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    except ImportError:
+        raise JobSetupError(
+            f"The job's code {source.s3_uri} cannot be downloaded: boto3 is not installed here.",
+            "pip install boto3 in the image.",
+        ) from None
     bucket, key = source.bucket_and_key
     target = folder / PurePosixPath(key).name
     if target.is_file():
