@@ -165,7 +165,7 @@ run_job() {
   say "job $run: $entry on $device ($how; log: $dir/log.txt)"
   t0=$(now)
   set +e
-  "$docker" run --rm --network host --add-host algo-1:127.0.0.1 "${extra[@]}" \
+  "$docker" run --rm --name "qbackends-test-$run" --network host --add-host algo-1:127.0.0.1 "${extra[@]}" \
     -v "$dir/input:/opt/ml/input" -v "$dir/model:/opt/ml/model" -v "$dir/output:/opt/ml/output" \
     -v "$work/checkpoints/$name:/opt/jobs/checkpoints" \
     -e AWS_ACCESS_KEY_ID -e AWS_SECRET_ACCESS_KEY -e AWS_DEFAULT_REGION -e "AWS_ENDPOINT_URL_S3=$endpoint" \
@@ -204,6 +204,15 @@ run_job fail fail-job ckptjob.job:fail jobs/ckptjob/script/source.zip ZIP local:
 check fail failure "ValueError: no angle for step 7 in the input channel"
 run_job typo typo-job ckptjob.job:train jobs/ckptjob/script/source.zip ZIP local:pennylane/lighting.qubit '{"steps": "1"}' local
 check typo failure "UnknownBackendError: Unknown simulator 'lighting.qubit' in 'local:pennylane/lighting.qubit'"
+
+# a stopped job: docker stop sends SIGTERM to the container's first process, here the entry itself
+run_job stop stop-job ckptjob.job:hold jobs/ckptjob/script/source.zip ZIP local:pennylane/lightning.qubit '{}' local &
+for _ in $(seq 600); do [ -e "$work/jobs/stop/model/holding" ] && break; sleep 0.2; done
+[ -e "$work/jobs/stop/model/holding" ] || die "job stop did not start (log: $work/jobs/stop/log.txt)"
+"$docker" stop -t 30 qbackends-test-stop >/dev/null
+wait $!
+check stop failure "JobFailedError: job 'stop-job' was stopped: the job's container received SIGTERM and passed it on"
+[ "$(cat "$work/jobs/stop/exit-code")" = 143 ] || die "job stop ended with $(cat "$work/jobs/stop/exit-code"), not 143 (128 + SIGTERM)"
 
 if [ "${SKIP_CUDA:-}" != 1 ]; then
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then

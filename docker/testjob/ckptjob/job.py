@@ -1,7 +1,8 @@
 """``ckptjob.job:train`` runs ``steps`` circuits, one per angle of the input channel, and resumes from its checkpoint;
-``ckptjob.job:fail`` raises."""
+``ckptjob.job:fail`` raises; ``ckptjob.job:hold`` waits to be stopped."""
 
 import os
+import time
 from pathlib import Path
 
 import pennylane as qml
@@ -34,3 +35,8 @@ def train(steps: int, scale: float = 1.0):
 
 def fail():
     raise ValueError("no angle for step 7 in the input channel")
+
+
+def hold():
+    Path(os.environ["AMZN_BRAKET_JOB_RESULTS_DIR"], "holding").write_text("")
+    time.sleep(600)
