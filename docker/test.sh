@@ -83,7 +83,7 @@ if [ -n "${BASE_IMAGE:-}" ]; then
 else
   say "base image (docker/debian-base.sh: made once with debootstrap, then reused)"
   t0=$(now)
-  base=$(DOCKER="$docker" "$here/debian-base.sh")
+  base=$(DOCKER="$docker" "$here/debian-base.sh" 2>"$work/base.log") || { tail -20 "$work/base.log" >&2; die "no base image (log: $work/base.log)"; }
   note "base image $base ready in $(since "$t0") s"
 fi
 
