@@ -68,6 +68,11 @@ class JobFailedError(QBackendsError, RuntimeError):
         self.exit_code = exit_code
 
 
+class JobSetupError(QBackendsError, RuntimeError):
+    """A job container that cannot set up its job: the code not named, not downloadable from S3 or not unpackable,
+    or its requirements not installable."""
+
+
 class StorageError(QBackendsError, RuntimeError):
     """A file or folder qbackends must write that cannot be written (disk full, read-only, a file in the way).
 

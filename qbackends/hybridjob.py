@@ -383,12 +383,13 @@ class JobOutcome:
     leftover: int = 0
 
 
-def check_exit(outcome: JobOutcome, job_name: str) -> None:
-    """Raise ``JobFailedError`` for a job that failed, was ended by a signal, or was stopped from outside."""
+def check_exit(outcome: JobOutcome, job_name: str, runner: str = "qbackends job run") -> None:
+    """Raise ``JobFailedError`` for a job that failed, was ended by a signal, or was stopped from outside (``runner``
+    names what received the signal)."""
     if outcome.forwarded is not None:
         name = signal.Signals(outcome.forwarded).name
         raise JobFailedError(
-            f"job {job_name!r} was stopped: qbackends job run received {name} and passed it on to the job's processes.",
+            f"job {job_name!r} was stopped: {runner} received {name} and passed it on to the job's processes.",
             "run it again to continue; its checkpoints are kept.",
             exit_code=128 + outcome.forwarded,
         )
@@ -417,18 +418,9 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 10.0  # after a passed-on signal (and for processes left behind), before SIGKILL
 
 
-def run_job(
-    command: Sequence[str], layout: JobLayout, device: str, job_name: str, extra_env: Mapping[str, str] | None = None
-) -> JobOutcome:
-    """Run the job's command with the Braket environment, streaming its output.
-
-    The job runs in a process group of its own, which ends with it: processes it started and left
-    running are ended when it exits, and SIGINT, SIGTERM or SIGHUP sent to this runner (Ctrl-C,
-    ``docker stop``, Slurm) are passed on to the whole group.
-    """
-    env = {
-        **os.environ,
-        **(extra_env or {}),
+def job_environment(layout: JobLayout, device: str, job_name: str) -> dict[str, str]:
+    """The ``AMZN_BRAKET_*`` variables of a local job run, paths made absolute."""
+    return {
         DEVICE: device,
         HP_FILE: str(layout.hp_file.resolve()),
         INPUT_DIR: str(layout.input_dir.resolve()),
@@ -436,27 +428,72 @@ def run_job(
         RESULTS_DIR: str(layout.results_dir.resolve()),
         JOB_NAME: job_name,
     }
+
+
+def run_job(
+    command: Sequence[str], layout: JobLayout, device: str, job_name: str, extra_env: Mapping[str, str] | None = None
+) -> JobOutcome:
+    """Run the job's command with the Braket environment of ``layout``, streaming its output (``run_processes``)."""
+    env = {**os.environ, **(extra_env or {}), **job_environment(layout, device, job_name)}
+    return run_processes([(command, env)])
+
+
+def run_processes(commands: Sequence[tuple[Sequence[str], Mapping[str, str]]], cwd: Path | None = None) -> JobOutcome:
+    """Run a job's processes (one, or one per data-parallel worker), each with its environment, streaming their output.
+
+    Each runs in a process group of its own, which ends with it: processes it started and left running are
+    ended when it exits. SIGINT, SIGTERM or SIGHUP sent to this runner (Ctrl-C, ``docker stop``, Slurm) are
+    passed on to every group; a second one kills them. When one process fails, the others are stopped
+    (SIGTERM, then SIGKILL after ``GRACE_SECONDS``): its peers would wait for it for ever. The outcome's code
+    is the first failure's, else 0.
+    """
     forwarded: list[int] = []
-    process = subprocess.Popen(list(command), env=env, start_new_session=True)
+    processes = [subprocess.Popen(list(c), env=dict(e), cwd=cwd, start_new_session=True) for c, e in commands]
+    codes: dict[int, int] = {}
+    failed: int | None = None
+    kill_at: float | None = None
+
+    def signal_all(signum: int) -> None:
+        for i, process in enumerate(processes):
+            if i not in codes:
+                _signal_group(process.pid, signum)
 
     def pass_on(signum: int, _frame: Any) -> None:
         if forwarded:  # a second signal: no more grace
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_all(signal.SIGKILL)
         forwarded.append(signum)
-        _signal_group(process.pid, signum)
+        signal_all(signum)
 
     previous = {sig: signal.signal(sig, pass_on) for sig in FORWARDED}
     try:
-        while True:
-            try:
-                code = process.wait(timeout=GRACE_SECONDS if forwarded else None)
-                break
-            except subprocess.TimeoutExpired:
-                _signal_group(process.pid, signal.SIGKILL)
+        while len(codes) < len(processes):
+            for i, process in enumerate(processes):
+                code = None if i in codes else _wait(process, 0.05)
+                if code is None:
+                    continue
+                codes[i] = code
+                if code != 0 and failed is None:
+                    failed = code
+                    if len(codes) < len(processes):  # stop its peers
+                        signal_all(signal.SIGTERM)
+                        kill_at = time.monotonic() + GRACE_SECONDS
+            if forwarded and kill_at is None:
+                kill_at = time.monotonic() + GRACE_SECONDS
+            if kill_at is not None and time.monotonic() > kill_at:
+                signal_all(signal.SIGKILL)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return JobOutcome(code, forwarded[0] if forwarded else None, _end_group(process.pid))
+    leftover = sum(_end_group(process.pid) for process in processes)
+    return JobOutcome(failed if failed is not None else 0, forwarded[0] if forwarded else None, leftover)
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """The process's exit code, waiting up to ``timeout`` seconds; None while it runs."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
