@@ -10,7 +10,7 @@ SPEC is {"cases": [[wires, precision], ...], "layers": p, "formulation": "qml.qa
 - with ``one_process`` (R = 1 only), the same step on a device without mpi=True, for the one-process time.
 
 A time is the slowest rank's (an all-reduce of each rank's seconds, MAX), and rank 0 prints one JSON line per
-case with the medians. ``NUMBA_NUM_THREADS`` is left to the caller (the benchmark gives each rank cores / R).
+case with the medians. ``OMP_NUM_THREADS`` is left to the caller (the benchmark gives each rank cores / R).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def one_case(comm, wires: int, precision: str, spec: dict) -> dict:
     ranks = ranks_of(device)
     step = qaoa_step(device, wires, layers, formulation)
     start = time.perf_counter()
-    value, _ = step()  # compiles (or loads the kernels from numba's cache) and allocates the buffers
+    value, _ = step()  # allocates the buffers
     first = slowest(comm, time.perf_counter() - start)
     before = ranks.exchanges
     steps = timed(comm, step, spec["steps"])
@@ -110,12 +110,12 @@ def device_share(wires: int, ranks: int) -> int:
 def main(argv: list[str]) -> int:
     from mpi4py import MPI
 
+    from qbackends.fused import kernels
     from qbackends.fused.distributed import world
-    from qbackends.simbase.threads import import_numba
 
     spec = json.loads(open(argv[0]).read())
     comm = world()  # as the device starts MPI: an uncaught error on one rank ends the job
-    threads = import_numba().get_num_threads()
+    threads = kernels.threads()
     for wires, precision in spec["cases"]:
         line = one_case(comm, wires, precision, spec)
         line["threads_per_rank"] = threads

@@ -2,7 +2,7 @@
 ``get_device("auto", wires=n)``, timed interleaved, with auto's time over the fastest backend's.
 
 One test per circuit: each backend builds the circuit through ``get_device`` and runs its first step
-untimed (numba compiles then; a first call over ``FIRST_CALL_LIMIT_S`` drops the backend), the
+untimed (caches fill then; a first call over ``FIRST_CALL_LIMIT_S`` drops the backend), the
 results are checked against lightning.qubit's, and then every backend runs in turn round by round,
 so all of them share the machine's noise. Backends that cannot run here are noted with the probe's
 reason; one that refuses the circuit (a ``QBackendsError`` or a PennyLane error when it is built or

@@ -88,8 +88,9 @@ def _run(script: str) -> dict:
 )
 def test_qaoa_script_first_use(benchmark, spec, wires, steps, diff_method):
     """The user's QAOA script in a new process: its first loop of ``steps`` Adam steps against the same loop warm."""
-    result = benchmark.pedantic(lambda: _run(QAOA_SCRIPT.format(spec=spec, wires=wires, steps=steps, diff_method=diff_method)),
-                                rounds=1, iterations=1)
+    result = benchmark.pedantic(
+        lambda: _run(QAOA_SCRIPT.format(spec=spec, wires=wires, steps=steps, diff_method=diff_method)), rounds=1, iterations=1
+    )
     benchmark.extra_info.update(result)
     group = f"first use: QAOA {wires} q, {spec}, {steps} steps (in a new process)"
     if steps > 1:

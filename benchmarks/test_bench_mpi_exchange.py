@@ -6,7 +6,7 @@ a p=2 QAOA value + adjoint gradient step (``qaoa.energy_function``, the ``qml.qa
 gnm(n, 1.5n, seed=1967)), and one ``MPI_Alltoall`` of a rank's share alone, as ``distributed.Ranks.exchange``
 does it. Reported: medians of the slowest rank's time, the bytes each all-to-all sends per rank
 ((R-1)/R of the share), the bandwidth that reaches, the 3p+1 all-to-alls' part of the step, and the step
-against one process (R = 1, and the same step without mpi=True). Each rank gets cores / R numba threads
+against one process (R = 1, and the same step without mpi=True). Each rank gets cores / R kernel threads (OMP_NUM_THREADS)
 (at least one): 4 ranks on this 2-core machine oversubscribe it two to a core, and the output says so.
 ``docs/clusters.md`` ("How far it scales") carries these into the model of a step on R nodes.
 """
@@ -50,7 +50,7 @@ def launch(ranks: int, spec: dict, folder: Path, timeout: float = 300) -> list[d
     root = str(Path(__file__).parents[1])
     env = {
         **os.environ,
-        "NUMBA_NUM_THREADS": str(max(1, CORES // ranks)),
+        "OMP_NUM_THREADS": str(max(1, CORES // ranks)),
         "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
     }
     run = subprocess.run(

@@ -22,9 +22,9 @@ import numpy as np
 import pennylane as qml
 import pytest
 from conftest import interleaved_medians, record_note, record_seconds, skip_reason
-from qbackends.fused.kernels import copy as _copy
 
 from qbackends import get_device
+from qbackends.fused.kernels import copy as _copy
 from qbackends.workloads import qaoa
 
 FUSED = "local:qbackends/fused.qubit"

@@ -96,7 +96,7 @@ class RankCountError(QBackendsError, ValueError):
 
 
 class EnvironmentSettingError(QBackendsError, ValueError):
-    """An environment variable set to a value that cannot work, e.g. ``NUMBA_NUM_THREADS=0``."""
+    """An environment variable set to a value that cannot work, e.g. ``OMP_NUM_THREADS=1000`` for lightning.kokkos."""
 
 
 def report(exc: QBackendsError) -> int:

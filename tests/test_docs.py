@@ -39,7 +39,10 @@ def test_readme_installs_then_tests():
     install, test = readme_commands()
     assert install.startswith("pip install torch==2.13.0 && ") and install.endswith("qbackends run qaoa")
     # the plugins need qbackends: installed after it, never in the same pip command
-    assert 'pip install -e ".[test,plot,qnn,mpi,native]" && pip install --no-build-isolation ./native && pip install ./plugins/*' in install
+    assert (
+        'pip install -e ".[test,plot,qnn,mpi,native]" && pip install --no-build-isolation ./native && pip install ./plugins/*'
+        in install
+    )
     assert test == "pip install ./tests/plugin_fixtures/* && python -m pytest tests plugins -q"
 
 

@@ -11,7 +11,6 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels as K
-
 from .program import Dense, DiagonalBlock, ProductLayer, Segment
 
 
