@@ -5,7 +5,9 @@ one call, and the adjoint pass returns the vector-Jacobian product for the broad
 shared weights together. Small circuits are all overhead on other simulators (each broadcast row
 is its own tape); here the whole minibatch costs one pass over B small states.
 
-Analytic only: expectations of Pauli words and sums of them, probabilities, the state.
+Analytic only: expectations and variances of Pauli words and sums of them, probabilities, the state, and from it
+what PennyLane computes of a state (reduced density matrices, entropies, purity, matrix observables). Gradients
+(VJPs) of expectations and variances of Pauli observables and of probabilities of wires.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any
 import numpy as np
 import pennylane as qml
 from pennylane.devices import ExecutionConfig
-from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP
+from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients
-from ..simbase.measurements import marginal_index, probabilities
+from ..simbase.measured import variances_as_expectations
+from ..simbase.measurements import by_pennylane, marginal_index, probabilities
 from ..simbase.warmup import CompileTimer
 from . import kernels, warmup
 from .program import NAME, Program, is_native, lower, pauli_terms
@@ -29,19 +32,24 @@ from .program import NAME, Program, is_native, lower, pauli_terms
 
 @qml.transform
 def check_circuit(tape: Any) -> tuple[Any, Any]:
-    """Refuse, naming it, what this device does not compute: finite shots, other measurements."""
+    """Refuse, naming it, finite shots (the measurements are refused by ``refuse_undeclared``)."""
     if tape.shots:
         raise UnsupportedCircuitError(
             f"{NAME} is analytic; this circuit asks for shots={tape.shots.total_shots}.",
             "drop shots (shots=None), or use a sampling backend such as local:pennylane/default.qubit.",
         )
-    for m in tape.measurements:
-        if not isinstance(m, (ExpectationMP, ProbabilityMP, StateMP)) or (isinstance(m, ProbabilityMP) and m.obs):
-            raise UnsupportedCircuitError(
-                f"{NAME} returns expval, probs and state; this circuit measures {m}.",
-                "measure expectations of Pauli words or Hamiltonians, or probabilities; or use another backend.",
-            )
     return (tape,), lambda results: results[0]
+
+
+def _pauli(obs: Any) -> bool:
+    return obs is not None and obs.pauli_rep is not None
+
+
+def _own_path(m: Any) -> bool:
+    """The measurements the kernels take and differentiate: expectations of Pauli observables, probabilities of wires."""
+    if type(m) is ExpectationMP:
+        return _pauli(m.obs)
+    return type(m) is ProbabilityMP and m.obs is None and m.mv is None
 
 
 class BatchedQubit(SimulatorDevice):
@@ -60,6 +68,7 @@ class BatchedQubit(SimulatorDevice):
 
     def _add_engine_transforms(self, pipeline: Any) -> None:
         pipeline.add_transform(check_circuit)
+        pipeline.add_transform(variances_as_expectations)
         self._lower(pipeline, is_native)
 
     def _gradient_options(self, circuit: Any) -> dict[str, Any]:
@@ -68,6 +77,10 @@ class BatchedQubit(SimulatorDevice):
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         return self.supports_derivatives(execution_config, circuit)
+
+    def _differentiates(self, circuit: Any) -> bool:
+        """Expectations (and, as two expectations, variances) of Pauli observables, probabilities of wires."""
+        return all(_own_path(m) or (type(m) is VarianceMP and _pauli(m.obs)) for m in circuit.measurements)
 
     # ---- execution --------------------------------------------------------------------------
 
@@ -125,12 +138,14 @@ class Run:
         return values[0] if len(values) == 1 else tuple(values)
 
     def _measure(self, m: Any) -> np.ndarray:
-        if isinstance(m, StateMP):
+        if type(m) is StateMP:
             out = self.states.copy()
-        elif isinstance(m, ProbabilityMP):
+        elif type(m) is ProbabilityMP and m.obs is None and m.mv is None:
             out = probabilities(self.states, [self.wires.index(w) for w in (m.wires or self.wires)], len(self.wires))
-        else:
+        elif _own_path(m):
             out = pauli_terms(m.obs, self.wires).expvals(self.states)
+        else:  # see by_pennylane
+            return by_pennylane(m, self.states if self.broadcast else self.states[0], self.wires, batched=self.broadcast)
         return out if self.broadcast else out[0]
 
     def vjp(self, cotangent: Any) -> tuple[Any, ...]:
@@ -141,12 +156,13 @@ class Run:
         lam = np.zeros_like(self.states)
         for m, dy in zip(measurements, cotangents, strict=True):
             dy = np.asarray(qml.math.toarray(dy), dtype=float).reshape(self.batch, -1)
-            if isinstance(m, StateMP):
+            if not _own_path(m):
                 raise UnsupportedCircuitError(
-                    f"{NAME} differentiates expectations and probabilities, not the state.",
-                    "return expvals or probs from a differentiated circuit.",
+                    f"{NAME} differentiates expectations and variances of Pauli observables and probabilities of wires, "
+                    f"not {m}.",
+                    "return those from a differentiated circuit, or use diff_method='parameter-shift' or another backend.",
                 )
-            if isinstance(m, ProbabilityMP):  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
+            if type(m) is ProbabilityMP:  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
                 index = marginal_index([self.wires.index(w) for w in (m.wires or self.wires)], n)
                 lam += dy[:, index] * self.states
             else:

@@ -14,7 +14,10 @@ from typing import Any
 
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
+from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
+
+from .measured import refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
 
@@ -27,9 +30,12 @@ class SimulatorDevice(Device):
     """
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        """The circuit's wires checked against the device's, then the engine's own steps."""
+        """Mid-circuit measurements deferred (onto wires of their own), the circuit's wires checked against the
+        device's, measurements the TOML does not declare refused by name, then the engine's own steps."""
         pipeline = qml.CompilePipeline()
+        pipeline.add_transform(qml.defer_measurements, allow_postselect=False)  # the one method (setup_execution_config)
         pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
+        pipeline.add_transform(refuse_undeclared, device=self.name, declared=self.capabilities.measurement_processes)
         self._add_engine_transforms(pipeline)
         return pipeline
 
@@ -42,9 +48,13 @@ class SimulatorDevice(Device):
         pipeline.add_transform(decompose, stopping_condition=runs, skip_initial_state_prep=False, name=self.name)
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
-        """adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
+        """Mid-circuit measurements deferred; adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
         config = config or ExecutionConfig()
         sampled = circuit is not None and bool(circuit.shots)
+        # mid-circuit measurements: deferred, the one method the engines have (another asked for is refused)
+        validate_mcm_method(self.capabilities, config.mcm_config.mcm_method, sampled)
+        if config.mcm_config.mcm_method is None:
+            config = dataclasses.replace(config, mcm_config=dataclasses.replace(config.mcm_config, mcm_method="deferred"))
         if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
             options = self._gradient_options(circuit)
             return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, **options)

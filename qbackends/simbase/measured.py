@@ -1,0 +1,72 @@
+"""What a simulator measures: the measurement processes its capabilities TOML declares, by exact type.
+
+PennyLane's ``validate_measurements`` asks ``isinstance``, and ``DensityMatrixMP`` is a ``StateMP``: a device
+that answers ``StateMP`` with the state answered a density matrix with it too. Here a measurement is taken
+only if its own class is declared (``[measurement_processes]``, with ``analytic``/``finiteshots`` conditions);
+any other is refused by name at preprocessing, so that ``auto`` passes the device over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pennylane as qml
+from pennylane.devices.capabilities import ExecutionCondition
+from pennylane.measurements import ExpectationMP, VarianceMP
+
+from ..errors import UnsupportedCircuitError
+
+REFERENCE = "local:pennylane/default.qubit"  # computes every measurement PennyLane has
+
+
+def computed(declared: Mapping[str, Sequence[ExecutionCondition]], shots: bool) -> list[str]:
+    """The measurement process classes ``declared`` computes with shots (``shots``) or analytically."""
+    excluded = ExecutionCondition.ANALYTIC_MODE_ONLY if shots else ExecutionCondition.FINITE_SHOTS_ONLY
+    return sorted(name for name, conditions in declared.items() if excluded not in conditions)
+
+
+@qml.transform
+def refuse_undeclared(tape: Any, *, device: str, declared: Mapping[str, Sequence[ExecutionCondition]]) -> tuple[Any, Any]:
+    """Refuse, naming it, a measurement whose exact class ``declared`` does not list for this shot mode."""
+    shots = bool(tape.shots)
+    choices = computed(declared, shots)
+    for m in tape.measurements:
+        name = type(m).__name__
+        if name not in choices:
+            mode = f"with shots={tape.shots.total_shots}" if shots else "analytically (shots=None)"
+            other = "" if name not in declared else " (drop shots)" if shots else " (give shots)"
+            raise UnsupportedCircuitError(
+                f"{device} does not compute {m} ({name}) {mode}; it computes {', '.join(choices) or 'nothing'} {mode}.",
+                f"measure one of those{other}, or use a backend that computes {name}, such as {REFERENCE} (auto picks one).",
+            )
+    return (tape,), lambda results: results[0]
+
+
+def _pauli_variance(m: Any) -> bool:
+    return type(m) is VarianceMP and m.obs is not None and m.obs.pauli_rep is not None
+
+
+@qml.transform
+def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
+    """Analytic variances of Pauli observables (words, sums, products) as ⟨H²⟩ - ⟨H⟩²: two expectations the
+    engine takes on its own path (a sum of non-commuting terms too) and differentiates; H² is a Pauli sum."""
+    if tape.shots or not any(_pauli_variance(m) for m in tape.measurements):
+        return (tape,), lambda results: results[0]
+    measurements, plan = [], []  # plan: (index of ⟨H²⟩, index of ⟨H⟩), or the index of a measurement kept
+    for m in tape.measurements:
+        if _pauli_variance(m):
+            square = (m.obs.pauli_rep @ m.obs.pauli_rep).operation(wire_order=m.obs.wires)
+            plan.append((len(measurements), len(measurements) + 1))
+            measurements += [ExpectationMP(square), ExpectationMP(m.obs)]
+        else:
+            plan.append(len(measurements))
+            measurements.append(m)
+
+    def variances(results: Any) -> Any:
+        values = results[0] if len(measurements) > 1 else (results[0],)
+        out = [values[p[0]] - values[p[1]] ** 2 if isinstance(p, tuple) else values[p] for p in plan]
+        return out[0] if len(out) == 1 else tuple(out)
+
+    return (tape.copy(measurements=measurements),), variances
+
