@@ -21,6 +21,7 @@ from pennylane.devices import Device, ExecutionConfig
 
 from . import auto
 from .errors import EnvironmentSettingError, UnsupportedCircuitError
+from .shiftrules import refusal, unruled
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -224,7 +225,10 @@ class AutoQubit(Device):
         if config.gradient_method in auto.DEVICE_GRADIENTS and config.gradient_method != "best":
             if not device.supports_derivatives(config, circuit):
                 raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
-        return device, device.setup_execution_config(config, circuit)
+        resolved = device.setup_execution_config(config, circuit)
+        if (state := unruled(circuit)) and resolved.gradient_method != "backprop":
+            raise refusal(device.name, state[0], f"it would take it by {getattr(resolved.gradient_method, '__name__', resolved.gradient_method)}")
+        return device, resolved
 
     def _chosen(self, config: ExecutionConfig | None) -> Any:
         """The backend ``config`` was set up for; without one (called with no config, or one set up without a

@@ -30,17 +30,6 @@ from . import kernels, warmup
 from .program import NAME, Program, is_native, lower, pauli_terms
 
 
-@qml.transform
-def check_circuit(tape: Any) -> tuple[Any, Any]:
-    """Refuse, naming it, finite shots (the measurements are refused by ``refuse_undeclared``)."""
-    if tape.shots:
-        raise UnsupportedCircuitError(
-            f"{NAME} is analytic; this circuit asks for shots={tape.shots.total_shots}.",
-            "drop shots (shots=None), or use a sampling backend such as local:pennylane/default.qubit.",
-        )
-    return (tape,), lambda results: results[0]
-
-
 def _pauli(obs: Any) -> bool:
     return obs is not None and obs.pauli_rep is not None
 
@@ -67,8 +56,7 @@ class BatchedQubit(SimulatorDevice):
         self._compile = CompileTimer(warmup.COMPILATION)  # a cold compile is timed, for later estimates
 
     def _add_engine_transforms(self, pipeline: Any) -> None:
-        pipeline.add_transform(check_circuit)
-        pipeline.add_transform(variances_as_expectations)
+        pipeline.add_transform(variances_as_expectations)  # finite shots are refused by refuse_undeclared
         self._lower(pipeline, is_native)
 
     def _gradient_options(self, circuit: Any) -> dict[str, Any]:
@@ -77,6 +65,8 @@ class BatchedQubit(SimulatorDevice):
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         return self.supports_derivatives(execution_config, circuit)
+
+    differentiated = "expectations and variances of Pauli observables and probabilities of wires"
 
     def _differentiates(self, circuit: Any) -> bool:
         """Expectations (and, as two expectations, variances) of Pauli observables, probabilities of wires."""
@@ -102,6 +92,7 @@ class BatchedQubit(SimulatorDevice):
         return results
 
     def _vjps(self, runs: list[Run], cotangents: Any) -> tuple[Any, ...]:
+        self._refuse_undifferentiated([run.tape for run in runs])
         vjps = tuple(run.vjp(cotangent) for run, cotangent in zip(runs, cotangents, strict=True))
         self._track(vjp_batches=1, vjps=len(runs))
         if runs:
@@ -114,6 +105,7 @@ class BatchedQubit(SimulatorDevice):
         return run
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        self._refuse_undifferentiated(circuits)
         return tuple(Run(tape, self.wires).jacobian() for tape in circuits)
 
 

@@ -178,6 +178,8 @@ class FusedQubit(SimulatorDevice):
         # alone, so that only a gradient actually asked for is refused (see _refuse_untracked_gradients).
         return {"grad_on_execution": circuit is None or not trainable_observables(circuit)}
 
+    differentiated = "analytic expectations of observables and variances of Pauli observables"
+
     def _differentiates(self, circuit: Any) -> bool:
         """Expectations of observables (and, as two expectations, variances of Pauli observables), analytic."""
         return not circuit.shots and all(
@@ -196,6 +198,7 @@ class FusedQubit(SimulatorDevice):
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        self._refuse_undifferentiated(circuits)
         traffic = engine.Traffic(self._dtype.itemsize)
         with self._compile.timing():
             results, jacobians = (

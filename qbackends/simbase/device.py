@@ -17,6 +17,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
 
+from ..shiftrules import refusal, shifted, unruled
 from .measured import refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
@@ -48,26 +49,49 @@ class SimulatorDevice(Device):
         pipeline.add_transform(decompose, stopping_condition=runs, skip_initial_state_prep=False, name=self.name)
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
-        """Mid-circuit measurements deferred; adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
+        """Mid-circuit measurements deferred; no parameter-shift of the state (``shiftrules``); adjoint, device, and best
+        for an analytic circuit: the engine's adjoint pass."""
         config = config or ExecutionConfig()
         sampled = circuit is not None and bool(circuit.shots)
         # mid-circuit measurements: deferred, the one method the engines have (another asked for is refused)
         validate_mcm_method(self.capabilities, config.mcm_config.mcm_method, sampled)
         if config.mcm_config.mcm_method is None:
             config = dataclasses.replace(config, mcm_config=dataclasses.replace(config.mcm_config, mcm_method="deferred"))
+        if shifted(config.gradient_method) and (state := unruled(circuit)):
+            raise refusal(self.name, state[0], "parameter-shift was asked for")
         if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
             options = self._gradient_options(circuit)
+            if circuit is not None and not self._differentiates(circuit):  # values first; a gradient asked for is refused
+                options["grad_on_execution"] = False
             return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, **options)
         return config
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and execution_config.gradient_method not in ADJOINT_METHODS:
             return False
-        return circuit is None or self._differentiates(circuit)
+        # a measurement of the state stays here (see shiftrules): its gradient is refused typed when asked for
+        return circuit is None or self._differentiates(circuit) or bool(unruled(circuit))
+
+    def _refuse_undifferentiated(self, tapes: Any) -> None:
+        """Refuse, typed, a gradient of what the engine's adjoint pass does not differentiate."""
+        from ..errors import UnsupportedCircuitError
+
+        for tape in tapes:
+            if self._differentiates(tape):
+                continue
+            how = f"its adjoint pass differentiates {self.differentiated} only"
+            if state := unruled(tape):
+                raise refusal(self.name, state[0], how)
+            raise UnsupportedCircuitError(
+                f"{self.name} has no adjoint gradient of {', '.join(map(str, tape.measurements))}: {how}.",
+                "use diff_method='parameter-shift' or 'best' (PennyLane then shifts the parameters).",
+            )
 
     def _gradient_options(self, circuit: Any) -> dict[str, Any]:
         """``ExecutionConfig`` fields for the engine's adjoint gradients of ``circuit`` (None: of any)."""
         return {}
+
+    differentiated = "expectations of observables"  # what ``_differentiates`` takes, in words
 
     def _differentiates(self, circuit: Any) -> bool:
         """Whether the engine's adjoint pass differentiates ``circuit``."""

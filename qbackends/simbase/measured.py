@@ -28,16 +28,22 @@ def computed(declared: Mapping[str, Sequence[ExecutionCondition]], shots: bool) 
 
 @qml.transform
 def refuse_undeclared(tape: Any, *, device: str, declared: Mapping[str, Sequence[ExecutionCondition]]) -> tuple[Any, Any]:
-    """Refuse, naming it, a measurement whose exact class ``declared`` does not list for this shot mode."""
+    """Refuse, naming it, a measurement whose exact class ``declared`` does not list for this shot mode (and shots,
+    where it lists none for them)."""
     shots = bool(tape.shots)
     choices = computed(declared, shots)
+    if shots and not choices:
+        raise UnsupportedCircuitError(
+            f"{device} is analytic; this circuit asks for shots={tape.shots.total_shots}.",
+            f"drop shots (shots=None), or use a sampling backend such as {REFERENCE} (auto picks one).",
+        )
     for m in tape.measurements:
         name = type(m).__name__
         if name not in choices:
             mode = f"with shots={tape.shots.total_shots}" if shots else "analytically (shots=None)"
             other = "" if name not in declared else " (drop shots)" if shots else " (give shots)"
             raise UnsupportedCircuitError(
-                f"{device} does not compute {m} ({name}) {mode}; it computes {', '.join(choices) or 'nothing'} {mode}.",
+                f"{device} does not compute {m} ({name}) {mode}; it computes {', '.join(choices)} {mode}.",
                 f"measure one of those{other}, or use a backend that computes {name}, such as {REFERENCE} (auto picks one).",
             )
     return (tape,), lambda results: results[0]
@@ -45,6 +51,14 @@ def refuse_undeclared(tape: Any, *, device: str, declared: Mapping[str, Sequence
 
 def _pauli_variance(m: Any) -> bool:
     return type(m) is VarianceMP and m.obs is not None and m.obs.pauli_rep is not None
+
+
+def _square(obs: Any) -> Any:
+    """H² as a Pauli sum, its (real: H² is Hermitian) coefficients; the products' imaginary parts cancel in pairs."""
+    square = obs.pauli_rep @ obs.pauli_rep
+    square.simplify()
+    real = qml.pauli.PauliSentence({word: qml.math.real(c) for word, c in square.items()})
+    return real.operation(wire_order=obs.wires)
 
 
 @qml.transform
@@ -56,7 +70,7 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
     measurements, plan = [], []  # plan: (index of ⟨H²⟩, index of ⟨H⟩), or the index of a measurement kept
     for m in tape.measurements:
         if _pauli_variance(m):
-            square = (m.obs.pauli_rep @ m.obs.pauli_rep).operation(wire_order=m.obs.wires)
+            square = _square(m.obs)
             plan.append((len(measurements), len(measurements) + 1))
             measurements += [ExpectationMP(square), ExpectationMP(m.obs)]
         else:
