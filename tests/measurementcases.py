@@ -10,6 +10,7 @@ default.qubit's: analytic to 1e-10; a sampled one within 5 standard deviations o
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ VALUE_TOL = 1e-10
 GRAD_TOL = 1e-8
 SIGMAS = 5.0
 SHOTS = 4000
+MCM_SHOTS = 500  # a device that measures mid-circuit runs each shot on its own (one-shot)
 WIRES = 3
 X = np.array([0.4, 0.7, 0.3])  # RY, RX, CRZ angles
 XB = np.array([[0.4, 0.7, 0.3], [1.1, -0.5, 2.0], [-2.3, 0.2, -0.9]])  # a broadcast batch of three
@@ -48,9 +50,13 @@ def pauli_sum() -> Any:
     return 0.5 * qml.X(0) + 0.3 * qml.Z(1) @ qml.Y(2) - 0.2 * qml.Z(0) @ qml.Z(1)
 
 
+SPARSE = qml.Hamiltonian([0.4, -0.8, 0.25], [qml.X(0) @ qml.X(1), qml.Z(2), qml.Y(0) @ qml.Z(1)]).sparse_matrix(
+    wire_order=range(WIRES)
+)  # built here, not in a circuit, where the Hamiltonian would be queued as an operation
+
+
 def sparse_hamiltonian() -> Any:
-    h = qml.Hamiltonian([0.4, -0.8, 0.25], [qml.X(0) @ qml.X(1), qml.Z(2), qml.Y(0) @ qml.Z(1)])
-    return qml.SparseHamiltonian(h.sparse_matrix(wire_order=range(WIRES)), wires=range(WIRES))
+    return qml.SparseHamiltonian(SPARSE, wires=range(WIRES))
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,20 @@ class Case:
             qml.RX(x[..., 1], 1)
         return self.measure(mv)
 
-    def classes(self) -> set[str]:
-        """The measurement process classes the case measures."""
+    def measurements(self) -> list[Any]:
+        """The case's measurement processes."""
         with qml.queuing.AnnotatedQueue() as q:
             self.apply(qml.numpy.array(self.x))
-        return {type(m).__name__ for m in qml.tape.QuantumScript.from_queue(q).measurements}
+        return qml.tape.QuantumScript.from_queue(q).measurements
+
+    def classes(self) -> frozenset[str]:
+        """The measurement process classes the case measures."""
+        return _classes(self)
+
+
+@functools.cache
+def _classes(case: Case) -> frozenset[str]:
+    return frozenset(type(m).__name__ for m in case.measurements())
 
 
 def _c(name: str, measure: Callable[[Any], Any], **kw: Any) -> Case:
@@ -131,6 +146,7 @@ CASES = [
     _c("purity", lambda m: qml.purity(wires=[0]), grad=True),
     _c("vn-entropy", lambda m: qml.vn_entropy(wires=[0], log_base=2), grad=True),
     _c("mutual-info", lambda m: qml.mutual_info(wires0=[0], wires1=[1, 2]), grad=True),
+    _c("mutual-info-reversed", lambda m: qml.mutual_info(wires0=[2], wires1=[0], log_base=2)),
     _c("null", lambda m: plm.NullMeasurement()),
     _c(
         "several",
@@ -172,10 +188,10 @@ CASES = [
     _c("shots-several", lambda m: (qml.expval(qml.X(0)), qml.probs(wires=[1]), qml.counts(wires=[2])), shots=SHOTS),
     _c("shot-vector", lambda m: (qml.expval(qml.Z(0) @ qml.X(2)), qml.probs(wires=[1])), shots=(1000, 3000)),
     _c("shots-broadcast-expval", lambda m: qml.expval(qml.Z(1)), shots=SHOTS, broadcast=True),
-    _c("shots-mcm-expval", lambda m: qml.expval(m), shots=SHOTS, mcm=True),
-    _c("shots-mcm-probs", lambda m: qml.probs(op=m), shots=SHOTS, mcm=True),
-    _c("shots-mcm-counts", lambda m: qml.counts(op=m), shots=SHOTS, mcm=True),
-    _c("shots-mcm-sample", lambda m: qml.sample(m), shots=SHOTS, mcm=True),
+    _c("shots-mcm-expval", lambda m: qml.expval(m), shots=MCM_SHOTS, mcm=True),
+    _c("shots-mcm-probs", lambda m: qml.probs(op=m), shots=MCM_SHOTS, mcm=True),
+    _c("shots-mcm-counts", lambda m: qml.counts(op=m), shots=MCM_SHOTS, mcm=True),
+    _c("shots-mcm-sample", lambda m: qml.sample(m), shots=MCM_SHOTS, mcm=True),
     # ---- what the reference refuses with shots
     _c("shots-state", lambda m: qml.state(), shots=SHOTS),
     _c("shots-density-matrix", lambda m: qml.density_matrix(wires=[0]), shots=SHOTS),
@@ -218,6 +234,12 @@ def judge_exact(got: Any, expected: Any, tol: float = VALUE_TOL, what: str = "va
 
 def companions(m: Any) -> list[Any]:
     """The analytic measurements (on default.qubit) that give the exact distribution behind sampled ``m``."""
+    with qml.QueuingManager.stop_recording():  # the observables built here are measured, not applied
+        wanted = _companions(m)
+    return [qml.apply(c) for c in wanted] if qml.QueuingManager.recording() else wanted
+
+
+def _companions(m: Any) -> list[Any]:
     if isinstance(m, plm.ClassicalShadowMP):
         return [qml.expval(w) for w in _shadow_words(m.wires)]
     if isinstance(m, plm.ShadowExpvalMP):

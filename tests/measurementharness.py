@@ -71,19 +71,12 @@ def reference_jacobian(name: str) -> Any:
     return qml.jacobian(qnode)(qml.numpy.array(case.x, requires_grad=True))
 
 
-def measured(case: Case) -> list[Any]:
-    """The case's measurement processes."""
-    with qml.queuing.AnnotatedQueue() as q:
-        case.apply(qml.numpy.array(case.x))
-    return qml.tape.QuantumScript.from_queue(q).measurements
-
-
 @functools.cache
 def exact(name: str) -> list[list[Any]]:
     """Per measurement of a sampled case, the analytic values of its ``companions`` on default.qubit."""
     case = BY_NAME[name]
     out = []
-    for at, m in enumerate(measured(case)):
+    for at, m in enumerate(case.measurements()):
         if not companions(m):
             out.append([])
             continue
@@ -130,7 +123,7 @@ def _refused(backend: Any, case: Case, exc: BaseException, computed_there: bool,
 
 
 def _judge_sampled(case: Case, got: Any, expected: Any) -> None:
-    ms = measured(case)
+    ms = case.measurements()
     shots = list(case.shots) if isinstance(case.shots, tuple) else [case.shots]
     per_shots = list(got) if len(shots) > 1 else [got]
     refs = list(expected) if len(shots) > 1 else [expected]
