@@ -21,7 +21,7 @@ from pennylane.devices import Device, ExecutionConfig
 
 from . import auto
 from .errors import EnvironmentSettingError, UnsupportedCircuitError
-from .shiftrules import refusal, unruled
+from .shiftrules import no_shift_rule, refusal
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -226,8 +226,11 @@ class AutoQubit(Device):
             if not device.supports_derivatives(config, circuit):
                 raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
         resolved = device.setup_execution_config(config, circuit)
-        if (state := unruled(circuit)) and resolved.gradient_method != "backprop":
-            raise refusal(device.name, state[0], f"it would take it by {getattr(resolved.gradient_method, '__name__', resolved.gradient_method)}")
+        if not circuit.shots and (reason := no_shift_rule(circuit)) and resolved.gradient_method != "backprop":
+            own = getattr(device, "differentiates", None)  # a qbackends simulator's own gradient; else the device's word
+            takes = own(circuit) if own is not None else device.supports_derivatives(resolved, circuit)
+            if not (resolved.gradient_method == "adjoint" and takes):
+                raise refusal(device.name, reason, "its own gradient does not take it")
         return device, resolved
 
     def _chosen(self, config: ExecutionConfig | None) -> Any:

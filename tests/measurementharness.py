@@ -15,7 +15,7 @@ import numpy as np
 import pennylane as qml
 from measurementcases import CASES, GRAD_TOL, Case, Mismatch, as_tuple, companions, judge_exact, judge_sampled
 
-from qbackends import QBackendsError, capabilities, get_device, get_registry
+from qbackends import QBackendsError, capabilities, errors, get_device, get_registry
 from qbackends.device import accepts_option, facts_for
 
 SEED = 1967
@@ -35,12 +35,17 @@ def runnable_backends() -> list[Any]:
 
 
 BACKENDS = runnable_backends()
+_QBACKENDS_ERRORS = [name for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, QBackendsError)]
 BY_NAME = {case.name: case for case in CASES}
 
 
 def typed(exc: BaseException, key: str) -> bool:
-    """A refusal the user can act on: qbackends' typed errors; for another library's device, PennyLane's too."""
+    """A refusal the user can act on: qbackends' typed errors; for another library's device, PennyLane's too. Under
+    jax.jit a device runs in a callback, and jax re-raises what it raised as its own ``JaxRuntimeError``, with the
+    original error's type and message in its text."""
     if isinstance(exc, QBackendsError):
+        return True
+    if type(exc).__name__ == "JaxRuntimeError" and any(f"{name}: " in str(exc) for name in _QBACKENDS_ERRORS):
         return True
     return key not in OWN and type(exc).__module__ == "pennylane.exceptions"
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pennylane as qml
 from pennylane.devices import ExecutionConfig
+from pennylane.math import Interface
 from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError
@@ -54,6 +55,13 @@ class BatchedQubit(SimulatorDevice):
     def __init__(self, wires: Any = None) -> None:
         super().__init__(wires=wires)
         self._compile = CompileTimer(warmup.COMPILATION)  # a cold compile is timed, for later estimates
+
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
+        pipeline = super().preprocess_transforms(execution_config)
+        if execution_config is not None and execution_config.interface == Interface.JAX_JIT and execution_config.use_device_gradient:
+            # Under jax.jit PennyLane differentiates by Jacobians shaped for unbroadcast tapes: one row per tape.
+            pipeline.add_transform(qml.transforms.broadcast_expand)
+        return pipeline
 
     def _add_engine_transforms(self, pipeline: Any) -> None:
         pipeline.add_transform(variances_as_expectations)  # finite shots are refused by refuse_undeclared

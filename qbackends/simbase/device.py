@@ -17,8 +17,8 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
 
-from ..shiftrules import refusal, shifted, unruled
-from .measured import refuse_undeclared
+from ..shiftrules import no_shift_rule, of_the_state, refusal, shifted
+from .measured import check_declared, refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
 
@@ -49,16 +49,18 @@ class SimulatorDevice(Device):
         pipeline.add_transform(decompose, stopping_condition=runs, skip_initial_state_prep=False, name=self.name)
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
-        """Mid-circuit measurements deferred; no parameter-shift of the state (``shiftrules``); adjoint, device, and best
-        for an analytic circuit: the engine's adjoint pass."""
+        """Measurements not declared refused; mid-circuit measurements deferred; no parameter-shift of the state
+        (``shiftrules``); adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
         config = config or ExecutionConfig()
         sampled = circuit is not None and bool(circuit.shots)
+        if circuit is not None:  # refused here too, before an ML interface runs preprocessing (jax.jit: in a callback)
+            check_declared(circuit, self.name, self.capabilities.measurement_processes)
         # mid-circuit measurements: deferred, the one method the engines have (another asked for is refused)
         validate_mcm_method(self.capabilities, config.mcm_config.mcm_method, sampled)
         if config.mcm_config.mcm_method is None:
             config = dataclasses.replace(config, mcm_config=dataclasses.replace(config.mcm_config, mcm_method="deferred"))
-        if shifted(config.gradient_method) and (state := unruled(circuit)):
-            raise refusal(self.name, state[0], "parameter-shift was asked for")
+        if shifted(config.gradient_method) and (reason := of_the_state(circuit)):
+            raise refusal(self.name, reason, "parameter-shift was asked for")
         if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
             options = self._gradient_options(circuit)
             if circuit is not None and not self._differentiates(circuit):  # values first; a gradient asked for is refused
@@ -69,8 +71,12 @@ class SimulatorDevice(Device):
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and execution_config.gradient_method not in ADJOINT_METHODS:
             return False
-        # a measurement of the state stays here (see shiftrules): its gradient is refused typed when asked for
-        return circuit is None or self._differentiates(circuit) or bool(unruled(circuit))
+        # what parameter-shift cannot take stays here (see shiftrules): its gradient is refused typed when asked for
+        return circuit is None or self._differentiates(circuit) or (not circuit.shots and no_shift_rule(circuit) is not None)
+
+    def differentiates(self, circuit: Any) -> bool:
+        """Whether the engine's own (adjoint) gradient takes ``circuit``."""
+        return self._differentiates(circuit)
 
     def _refuse_undifferentiated(self, tapes: Any) -> None:
         """Refuse, typed, a gradient of what the engine's adjoint pass does not differentiate."""
@@ -80,8 +86,8 @@ class SimulatorDevice(Device):
             if self._differentiates(tape):
                 continue
             how = f"its adjoint pass differentiates {self.differentiated} only"
-            if state := unruled(tape):
-                raise refusal(self.name, state[0], how)
+            if reason := no_shift_rule(tape):
+                raise refusal(self.name, reason, how)
             raise UnsupportedCircuitError(
                 f"{self.name} has no adjoint gradient of {', '.join(map(str, tape.measurements))}: {how}.",
                 "use diff_method='parameter-shift' or 'best' (PennyLane then shifts the parameters).",

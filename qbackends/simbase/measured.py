@@ -28,6 +28,12 @@ def computed(declared: Mapping[str, Sequence[ExecutionCondition]], shots: bool) 
 
 @qml.transform
 def refuse_undeclared(tape: Any, *, device: str, declared: Mapping[str, Sequence[ExecutionCondition]]) -> tuple[Any, Any]:
+    """``check_declared`` as a preprocessing step."""
+    check_declared(tape, device, declared)
+    return (tape,), lambda results: results[0]
+
+
+def check_declared(tape: Any, device: str, declared: Mapping[str, Sequence[ExecutionCondition]]) -> None:
     """Refuse, naming it, a measurement whose exact class ``declared`` does not list for this shot mode (and shots,
     where it lists none for them)."""
     shots = bool(tape.shots)
@@ -46,7 +52,6 @@ def refuse_undeclared(tape: Any, *, device: str, declared: Mapping[str, Sequence
                 f"{device} does not compute {m} ({name}) {mode}; it computes {', '.join(choices)} {mode}.",
                 f"measure one of those{other}, or use a backend that computes {name}, such as {REFERENCE} (auto picks one).",
             )
-    return (tape,), lambda results: results[0]
 
 
 def _pauli_variance(m: Any) -> bool:
@@ -54,10 +59,13 @@ def _pauli_variance(m: Any) -> bool:
 
 
 def _square(obs: Any) -> Any:
-    """H² as a Pauli sum, its (real: H² is Hermitian) coefficients; the products' imaginary parts cancel in pairs."""
+    """H² as a Pauli sum, its (real: H² is Hermitian) coefficients; the products' imaginary parts cancel in pairs.
+    A multiple of the identity (H a Pauli word) is that number: nothing to measure."""
     square = obs.pauli_rep @ obs.pauli_rep
     square.simplify()
     real = qml.pauli.PauliSentence({word: qml.math.real(c) for word, c in square.items()})
+    if set(real) <= {qml.pauli.PauliWord({})}:
+        return real.get(qml.pauli.PauliWord({}), 0.0)
     return real.operation(wire_order=obs.wires)
 
 
@@ -67,19 +75,30 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
     engine takes on its own path (a sum of non-commuting terms too) and differentiates; H² is a Pauli sum."""
     if tape.shots or not any(_pauli_variance(m) for m in tape.measurements):
         return (tape,), lambda results: results[0]
-    measurements, plan = [], []  # plan: (index of ⟨H²⟩, index of ⟨H⟩), or the index of a measurement kept
+    measurements, plan = [], []  # plan: (⟨H²⟩ or its index, index of ⟨H⟩), or the index of a measurement kept
     for m in tape.measurements:
         if _pauli_variance(m):
             square = _square(m.obs)
-            plan.append((len(measurements), len(measurements) + 1))
-            measurements += [ExpectationMP(square), ExpectationMP(m.obs)]
+            if isinstance(square, qml.operation.Operator):
+                measurements.append(ExpectationMP(square))
+                square = len(measurements) - 1
+            else:
+                square = float(square)
+            plan.append((square, len(measurements)))
+            measurements.append(ExpectationMP(m.obs))
         else:
             plan.append(len(measurements))
             measurements.append(m)
 
     def variances(results: Any) -> Any:
         values = results[0] if len(measurements) > 1 else (results[0],)
-        out = [values[p[0]] - values[p[1]] ** 2 if isinstance(p, tuple) else values[p] for p in plan]
+        out = []
+        for p in plan:
+            if isinstance(p, tuple):
+                square = p[0] if isinstance(p[0], float) else values[p[0]]
+                out.append(square - values[p[1]] ** 2)
+            else:
+                out.append(values[p])
         return out[0] if len(out) == 1 else tuple(out)
 
     return (tape.copy(measurements=measurements),), variances
