@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
+from pennylane.transforms.core import BoundTransform
 
 from . import auto
 from .errors import EnvironmentSettingError, UnsupportedCircuitError
 from .shiftrules import no_shift_rule, refusal
+from .simbase.measured import constants_of_the_identity
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -263,7 +265,9 @@ class AutoQubit(Device):
         return _plain(config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).preprocess_transforms(self._plain(execution_config))
+        pipeline = self._chosen(execution_config).preprocess_transforms(self._plain(execution_config))
+        pipeline.insert(0, BoundTransform(constants_of_the_identity))  # PennyLane 0.45's sampler loses results without
+        return pipeline
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):

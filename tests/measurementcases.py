@@ -70,6 +70,7 @@ class Case:
         broadcast: the angles are a batch of three.
         mcm: the circuit measures wire 1 mid-circuit and conditions an RY on wire 2 on it.
         grad: the Jacobian is compared too (default.qubit's by backpropagation).
+        body, labels, params: another circuit (``body(x)``), its wire labels and its angles, for random cases.
     """
 
     name: str
@@ -78,16 +79,26 @@ class Case:
     broadcast: bool = False
     mcm: bool = False
     grad: bool = False
+    body: Callable[[Any], Any] | None = None
+    labels: tuple[Any, ...] | None = None
+    params: tuple[float, ...] | None = None
 
     @property
-    def wires(self) -> int:
+    def wires(self) -> Any:
+        if self.labels is not None:
+            return list(self.labels)
         return WIRES + self.mcm  # a deferred mid-circuit measurement takes a wire of its own
 
     @property
     def x(self) -> np.ndarray:
+        if self.params is not None:
+            return np.array(self.params)
         return XB if self.broadcast else X
 
     def apply(self, x: Any) -> Any:
+        if self.body is not None:
+            self.body(x)
+            return self.measure(None)
         qml.RY(x[..., 0], 0)
         qml.CNOT([0, 1])
         qml.RX(x[..., 1], 1)
@@ -185,6 +196,7 @@ CASES = [
     _c("shots-classical-shadow", lambda m: qml.classical_shadow(wires=[0, 1], seed=11), shots=SHOTS),
     _c("shots-shadow-expval", lambda m: qml.shadow_expval(0.7 * qml.X(0) @ qml.Z(1) + 0.2 * qml.Y(2), seed=12), shots=SHOTS),
     _c("shots-null", lambda m: plm.NullMeasurement(), shots=SHOTS),
+    _c("shots-identity-and-var", lambda m: (qml.expval(qml.Hamiltonian([0.5], [qml.Identity(0)])), qml.var(qml.Z(1))), shots=SHOTS),
     _c("shots-several", lambda m: (qml.expval(qml.X(0)), qml.probs(wires=[1]), qml.counts(wires=[2])), shots=SHOTS),
     _c("shot-vector", lambda m: (qml.expval(qml.Z(0) @ qml.X(2)), qml.probs(wires=[1])), shots=(1000, 3000)),
     _c("shots-broadcast-expval", lambda m: qml.expval(qml.Z(1)), shots=SHOTS, broadcast=True),
@@ -246,7 +258,7 @@ def _companions(m: Any) -> list[Any]:
         return [qml.expval(m.H), *(qml.var(t) for t in _terms(m.H))]
     if isinstance(m, plm.NullMeasurement):
         return []
-    if type(m) is plm.ExpectationMP and m.obs is not None and len(_terms(m.obs)) > 1:
+    if type(m) is plm.ExpectationMP and m.obs is not None and m.obs.pauli_rep is not None:
         return [qml.expval(m.obs), *(qml.var(t) for t in _terms(m.obs))]
     if m.mv is not None:
         return [qml.probs(op=m.mv)]
@@ -299,7 +311,7 @@ def judge_sampled(m: Any, got: Any, exact: list[Any], shots: int, reference: Any
         sigma = sum(c * np.sqrt(3.0 ** len(t.wires) / shots) for c, t in zip(_coefficients(m.H), _terms(m.H), strict=True))
         _within(float(got), float(exact[0]), sigma, "shadow expectation")
         return
-    if type(m) is plm.ExpectationMP and len(exact) > 1:  # a sum, sampled term by term: σ <= Σ|c| σ_term
+    if type(m) is plm.ExpectationMP and m.obs is not None and m.obs.pauli_rep is not None:  # term by term: σ <= Σ|c| σ_term
         sigma = sum(c * np.sqrt(max(float(v), 0.0) / shots) for c, v in zip(_coefficients(m.obs), exact[1:], strict=True))
         _within(float(got), float(exact[0]), sigma, "expectation")
         return
@@ -373,3 +385,63 @@ def _counts(m: Any, got: dict, reference: dict, p: np.ndarray, lam: np.ndarray, 
 
 def as_tuple(measurements: Any) -> tuple[Any, ...]:
     return tuple(measurements) if isinstance(measurements, Sequence) else (measurements,)
+
+
+# ---- random cases (the slow set) ------------------------------------------------------------------------
+
+RANDOM_ANALYTIC = ("expval", "var", "probs", "probs-op", "state", "density-matrix", "purity", "vn-entropy", "mutual-info",
+                   "hermitian", "projector")  # fmt: skip
+RANDOM_SAMPLED = ("expval", "var-word", "probs", "sample", "sample-op", "counts-op")
+DIFFERENTIATED = ("expval", "var", "probs")  # the random cases whose gradient is compared (one measurement)
+
+
+def _word(draw: Any, st: Any, wires: Sequence[Any]) -> Any:
+    chosen = draw(st.lists(st.sampled_from(list(wires)), min_size=1, max_size=min(3, len(wires)), unique=True))
+    ops = [draw(st.sampled_from([qml.X, qml.Y, qml.Z]))(w) for w in chosen]
+    return ops[0] if len(ops) == 1 else qml.prod(*ops)
+
+
+def _observable(draw: Any, st: Any, wires: Sequence[Any]) -> Any:
+    if draw(st.booleans()):
+        return _word(draw, st, wires)
+    terms = [_word(draw, st, wires) for _ in range(draw(st.integers(1, 3)))]
+    if draw(st.booleans()):
+        terms.append(qml.Identity(wires[0]))
+    return qml.Hamiltonian([draw(st.floats(-1.5, 1.5).filter(lambda c: abs(c) > 0.05)) for _ in terms], terms)
+
+
+def _subset(draw: Any, st: Any, wires: Sequence[Any], most: int = 3) -> list[Any]:
+    return draw(st.lists(st.sampled_from(list(wires)), min_size=1, max_size=min(most, len(wires)), unique=True))
+
+
+def random_measurement(draw: Any, st: Any, kind: str, wires: Sequence[Any]) -> Callable[[], Any]:
+    """A measurement of ``kind`` on random wires (in a random order) or a random observable, built once."""
+    with qml.QueuingManager.stop_recording():
+        if kind in ("expval", "var", "var-word", "sample-op", "counts-op", "probs-op"):
+            obs = _word(draw, st, wires) if kind in ("var-word", "sample-op", "counts-op", "probs-op") else _observable(draw, st, wires)
+            make = {"expval": qml.expval, "var": qml.var, "var-word": qml.var, "sample-op": qml.sample, "counts-op": qml.counts}
+            return (lambda: qml.probs(op=obs)) if kind == "probs-op" else (lambda: make[kind](obs))
+        if kind == "hermitian":
+            on = _subset(draw, st, wires, 2)
+            rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+            a = rng.normal(size=(2 ** len(on),) * 2) + 1j * rng.normal(size=(2 ** len(on),) * 2)
+            obs = qml.Hermitian(a + a.conj().T, wires=on)
+            return lambda: qml.expval(obs)
+        if kind == "projector":
+            on = _subset(draw, st, wires)
+            bits = draw(st.lists(st.integers(0, 1), min_size=len(on), max_size=len(on)))
+            return lambda: qml.expval(qml.Projector(bits, wires=on))
+    on = _subset(draw, st, wires)
+    if kind == "mutual-info":
+        rest = [w for w in wires if w not in on] or list(wires)
+        if rest == list(wires):  # every wire in the first part: split it
+            on, rest = list(wires)[:1], list(wires)[1:] or list(wires)[:1]
+        return lambda: qml.mutual_info(wires0=on, wires1=rest)
+    return {
+        "probs": lambda: qml.probs(wires=on),
+        "sample": lambda: qml.sample(wires=on),
+        "state": lambda: qml.state(),
+        "density-matrix": lambda: qml.density_matrix(wires=on),
+        "purity": lambda: qml.purity(wires=on),
+        "vn-entropy": lambda: qml.vn_entropy(wires=on),
+    }[kind]

@@ -235,7 +235,7 @@ def test_pennylane_device_suite_passes(tmp_path, device):
     """PennyLane's own device tests (pennylane/devices/tests), analytic: on fused.qubit, and on the
     per-circuit auto device (each of the suite's circuits on the backend it takes). Once, with
     --shots=None: without the option the suite creates the device with its default shots, None, and
-    gives the same 389 passed."""
+    gives the same result."""
     import os
     import subprocess
     import sys
@@ -250,7 +250,8 @@ def test_pennylane_device_suite_passes(tmp_path, device):
     )
     summary = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0 and not re.search(r"\d+ (failed|errors?)\b", summary), run.stdout[-3000:]
-    assert re.search(r"\b3\d\d passed", summary), summary  # the suite ran (389 tests pass on PennyLane 0.45)
+    passed = re.search(r"\b(\d+) passed", summary)
+    assert passed and int(passed.group(1)) >= 389, summary  # the suite ran (389 tests or more pass on PennyLane 0.45)
 
 
 @pytest.mark.parametrize("nodes", [4, 9, 13, 16])

@@ -3,19 +3,29 @@
 PennyLane's ``validate_measurements`` asks ``isinstance``, and ``DensityMatrixMP`` is a ``StateMP``: a device
 that answers ``StateMP`` with the state answered a density matrix with it too. Here a measurement is taken
 only if its own class is declared (``[measurement_processes]``, with ``analytic``/``finiteshots`` conditions);
-any other is refused by name at preprocessing, so that ``auto`` passes the device over.
+any other that ``pennylane.measurements`` exports is refused by name at preprocessing, so that ``auto`` passes the
+device over. A class it does not export (a user's) is taken by its own definition, as default.qubit takes it: a state measurement
+analytically by its ``process_state``, a sample measurement with shots by its ``process_samples``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pennylane as qml
 from pennylane.devices.capabilities import ExecutionCondition
+import pennylane.measurements as plm
 from pennylane.measurements import ExpectationMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError
+
+
+class UnsupportedMeasurementError(UnsupportedCircuitError, qml.exceptions.DeviceError):
+    """A measurement the device does not compute: qbackends' typed refusal, and PennyLane's ``DeviceError``, which
+    PennyLane's own devices raise for the same and PennyLane users catch."""
 
 REFERENCE = "local:pennylane/default.qubit"  # computes every measurement PennyLane has
 
@@ -39,19 +49,32 @@ def check_declared(tape: Any, device: str, declared: Mapping[str, Sequence[Execu
     shots = bool(tape.shots)
     choices = computed(declared, shots)
     if shots and not choices:
-        raise UnsupportedCircuitError(
+        raise UnsupportedMeasurementError(
             f"{device} is analytic; this circuit asks for shots={tape.shots.total_shots}.",
             f"drop shots (shots=None), or use a sampling backend such as {REFERENCE} (auto picks one).",
         )
     for m in tape.measurements:
         name = type(m).__name__
-        if name not in choices:
+        if name not in choices and not _by_its_own_definition(m, shots):
             mode = f"with shots={tape.shots.total_shots}" if shots else "analytically (shots=None)"
             other = "" if name not in declared else " (drop shots)" if shots else " (give shots)"
-            raise UnsupportedCircuitError(
+            raise UnsupportedMeasurementError(
                 f"{device} does not compute {m} ({name}) {mode}; it computes {', '.join(choices)} {mode}.",
                 f"measure one of those{other}, or use a backend that computes {name}, such as {REFERENCE} (auto picks one).",
             )
+
+
+@functools.cache
+def _pennylanes() -> frozenset[type]:
+    """The measurement process classes ``pennylane.measurements`` exports."""
+    return frozenset(c for c in vars(plm).values() if isinstance(c, type) and issubclass(c, plm.MeasurementProcess))
+
+
+def _by_its_own_definition(m: Any, shots: bool) -> bool:
+    """A measurement class PennyLane does not export, computed by its own ``process_state`` or ``process_samples``."""
+    if type(m) in _pennylanes():
+        return False
+    return isinstance(m, plm.SampleMeasurement) if shots else isinstance(m, plm.StateMeasurement)
 
 
 def _pauli_variance(m: Any) -> bool:
@@ -103,3 +126,35 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
 
     return (tape.copy(measurements=measurements),), variances
 
+
+
+def _constant(m: Any) -> float | None:
+    """The value of an expectation or variance of a multiple of the identity; None for any other measurement."""
+    if type(m) not in (ExpectationMP, VarianceMP) or m.obs is None or m.obs.pauli_rep is None:
+        return None
+    identity = qml.pauli.PauliWord({})
+    if not set(m.obs.pauli_rep) <= {identity}:
+        return None
+    return 0.0 if type(m) is VarianceMP else float(qml.math.real(m.obs.pauli_rep.get(identity, 0.0)))
+
+
+@qml.transform
+def constants_of_the_identity(tape: Any) -> tuple[Any, Any]:
+    """Sampled expectations and variances of multiples of the identity as their values, c and 0, beside other
+    measurements: PennyLane 0.45's sampler drops the results after a wire-less identity's expectation, or fails."""
+    constants = {i: c for i, m in enumerate(tape.measurements) if (c := _constant(m)) is not None}
+    if not tape.shots or not constants or len(constants) == len(tape.measurements):
+        return (tape,), lambda results: results[0]
+    kept = [m for i, m in enumerate(tape.measurements) if i not in constants]
+    count = len(tape.measurements)
+
+    def merged(row: Any) -> tuple[Any, ...]:
+        sampled = iter((row,) if len(kept) == 1 else row)
+        return tuple(np.float64(constants[i]) if i in constants else next(sampled) for i in range(count))
+
+    def with_constants(results: Any) -> Any:
+        if tape.shots.has_partitioned_shots:
+            return tuple(merged(row) for row in results[0])
+        return merged(results[0])
+
+    return (tape.copy(measurements=kept),), with_constants
