@@ -65,7 +65,10 @@ KNOWN: dict[tuple[str, str], str] = {
 # The interface cases measure the variance of a sum, and differentiate broadcast and sampled circuits.
 INTERFACE_KNOWN = {
     **{(b, "interface-values"): KNOWN[(b, "var-sum")] for b in ("braket/braket.local.qubit", "qulacs/qulacs.simulator")},
-    **{(b, "interface-broadcast"): KNOWN[(b, "broadcast-expval-sum")] for b in ("braket/braket.local.qubit", "qulacs/qulacs.simulator")},
+    **{
+        (b, "interface-broadcast"): KNOWN[(b, "broadcast-expval-sum")]
+        for b in ("braket/braket.local.qubit", "qulacs/qulacs.simulator")
+    },
     **{
         (b, "interface-broadcast"): f"{_PARAM_SHIFT} refuses a broadcast batch with a plain NotImplementedError "
         "(lightning's adjoint does not take probabilities)"

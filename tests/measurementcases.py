@@ -196,7 +196,11 @@ CASES = [
     _c("shots-classical-shadow", lambda m: qml.classical_shadow(wires=[0, 1], seed=11), shots=SHOTS),
     _c("shots-shadow-expval", lambda m: qml.shadow_expval(0.7 * qml.X(0) @ qml.Z(1) + 0.2 * qml.Y(2), seed=12), shots=SHOTS),
     _c("shots-null", lambda m: plm.NullMeasurement(), shots=SHOTS),
-    _c("shots-identity-and-var", lambda m: (qml.expval(qml.Hamiltonian([0.5], [qml.Identity(0)])), qml.var(qml.Z(1))), shots=SHOTS),
+    _c(
+        "shots-identity-and-var",
+        lambda m: (qml.expval(qml.Hamiltonian([0.5], [qml.Identity(0)])), qml.var(qml.Z(1))),
+        shots=SHOTS,
+    ),
     _c("shots-several", lambda m: (qml.expval(qml.X(0)), qml.probs(wires=[1]), qml.counts(wires=[2])), shots=SHOTS),
     _c("shot-vector", lambda m: (qml.expval(qml.Z(0) @ qml.X(2)), qml.probs(wires=[1])), shots=(1000, 3000)),
     _c("shots-broadcast-expval", lambda m: qml.expval(qml.Z(1)), shots=SHOTS, broadcast=True),
@@ -418,7 +422,11 @@ def random_measurement(draw: Any, st: Any, kind: str, wires: Sequence[Any]) -> C
     """A measurement of ``kind`` on random wires (in a random order) or a random observable, built once."""
     with qml.QueuingManager.stop_recording():
         if kind in ("expval", "var", "var-word", "sample-op", "counts-op", "probs-op"):
-            obs = _word(draw, st, wires) if kind in ("var-word", "sample-op", "counts-op", "probs-op") else _observable(draw, st, wires)
+            obs = (
+                _word(draw, st, wires)
+                if kind in ("var-word", "sample-op", "counts-op", "probs-op")
+                else _observable(draw, st, wires)
+            )
             make = {"expval": qml.expval, "var": qml.var, "var-word": qml.var, "sample-op": qml.sample, "counts-op": qml.counts}
             return (lambda: qml.probs(op=obs)) if kind == "probs-op" else (lambda: make[kind](obs))
         if kind == "hermitian":

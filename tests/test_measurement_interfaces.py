@@ -11,8 +11,8 @@ import functools
 import numpy as np
 import pennylane as qml
 import pytest
-from measurementcases import GRAD_TOL, HERMITIAN_1, SHOTS, VALUE_TOL, Case, Mismatch, judge_exact, pauli_sum
 from knowndefects import INTERFACE_KNOWN
+from measurementcases import GRAD_TOL, HERMITIAN_1, SHOTS, VALUE_TOL, Case, Mismatch, judge_exact, pauli_sum
 from measurementharness import BACKENDS, SEED, device, typed
 
 jax = pytest.importorskip("jax")

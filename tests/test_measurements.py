@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pennylane as qml
 import pytest
-from measurementcases import CASES, MEASUREMENT_CLASSES, WIRES, X, Case
 from knowndefects import KNOWN
+from measurementcases import CASES, MEASUREMENT_CLASSES, WIRES, Case, X
 from measurementharness import BACKENDS, outcome
 
 from qbackends import get_device
 
 EVERY_CASE_FAST = {"qbackends/fused.qubit", "qbackends/batched.qubit", "auto", "pennylane/lightning.qubit"}
+
 
 def _first_of_each_class(key: str) -> set[str]:
     """For each measurement process class, the first case of it that is not a known defect of the backend (else the first)."""

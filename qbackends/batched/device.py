@@ -58,7 +58,11 @@ class BatchedQubit(SimulatorDevice):
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         pipeline = super().preprocess_transforms(execution_config)
-        if execution_config is not None and execution_config.interface == Interface.JAX_JIT and execution_config.use_device_gradient:
+        if (
+            execution_config is not None
+            and execution_config.interface == Interface.JAX_JIT
+            and execution_config.use_device_gradient
+        ):
             # Under jax.jit PennyLane differentiates by Jacobians shaped for unbroadcast tapes: one row per tape.
             pipeline.add_transform(qml.transforms.broadcast_expand)
         return pipeline
@@ -158,8 +162,7 @@ class Run:
             dy = np.asarray(qml.math.toarray(dy), dtype=float).reshape(self.batch, -1)
             if not _own_path(m):
                 raise UnsupportedCircuitError(
-                    f"{NAME} differentiates expectations and variances of Pauli observables and probabilities of wires, "
-                    f"not {m}.",
+                    f"{NAME} differentiates expectations and variances of Pauli observables and probabilities of wires, not {m}.",
                     "return those from a differentiated circuit, or use diff_method='parameter-shift' or another backend.",
                 )
             if type(m) is ProbabilityMP:  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>

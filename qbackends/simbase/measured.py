@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pennylane as qml
-from pennylane.devices.capabilities import ExecutionCondition
 import pennylane.measurements as plm
+from pennylane.devices.capabilities import ExecutionCondition
 from pennylane.measurements import ExpectationMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError
@@ -26,6 +26,7 @@ from ..errors import UnsupportedCircuitError
 class UnsupportedMeasurementError(UnsupportedCircuitError, qml.exceptions.DeviceError):
     """A measurement the device does not compute: qbackends' typed refusal, and PennyLane's ``DeviceError``, which
     PennyLane's own devices raise for the same and PennyLane users catch."""
+
 
 REFERENCE = "local:pennylane/default.qubit"  # computes every measurement PennyLane has
 
@@ -125,7 +126,6 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
         return out[0] if len(out) == 1 else tuple(out)
 
     return (tape.copy(measurements=measurements),), variances
-
 
 
 def _constant(m: Any) -> float | None:
