@@ -23,7 +23,7 @@ from pennylane.transforms.core import BoundTransform
 from . import auto
 from .errors import EnvironmentSettingError, UnsupportedCircuitError
 from .shiftrules import no_shift_rule, refusal
-from .simbase.measured import constants_of_the_identity
+from .simbase.measured import sampled_pauli_terms
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -266,7 +266,7 @@ class AutoQubit(Device):
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         pipeline = self._chosen(execution_config).preprocess_transforms(self._plain(execution_config))
-        pipeline.insert(0, BoundTransform(constants_of_the_identity))  # PennyLane 0.45's sampler loses results without
+        pipeline.insert(0, BoundTransform(sampled_pauli_terms))  # PennyLane 0.45's sampler loses results without it
         return pipeline
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:

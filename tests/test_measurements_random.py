@@ -4,6 +4,7 @@ by the measurement harness against default.qubit."""
 
 from __future__ import annotations
 
+import pennylane as qml
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,12 @@ from qbackends.device import facts_for
 _FACTS = facts_for(__import__("qbackends").get_registry())
 GATES = sorted({op for b in BACKENDS if hasattr(b, "provider") for op in capabilities.evaluate(b, _FACTS).operations.native})
 # The random kinds that can draw a defect recorded for a fixed case (``knowndefects``): those backends draw around it.
-_DEFECTS = {"var": ("var-sum", "shots-var-sum"), "sample": ("shots-sample-wires",)}
+_DEFECTS = {
+    "var": ("var-sum", "shots-var-sum"),
+    "var-word": ("shots-one-term-sum-and-var",),
+    "sample": ("shots-sample-wires",),
+    "state": ("state-after-state-prep",),
+}
 
 
 def _kinds(key: str, kinds: tuple[str, ...]) -> tuple[str, ...]:
@@ -36,8 +42,10 @@ def random_cases(draw, key: str):
     makers = [random_measurement(draw, st, k, circuit.wires) for k in chosen]
     params = tuple(draw(st.lists(st.floats(-3.1, 3.1), min_size=circuit.nparams, max_size=circuit.nparams), label="x"))
     grad = not sampled and len(chosen) == 1 and chosen[0] in DIFFERENTIATED and circuit.nparams > 0
+    with qml.QueuingManager.stop_recording():
+        named = [str(make()) for make in makers]
     return Case(
-        f"random {circuit} {chosen}",
+        f"random {circuit} {named}",
         (lambda m: makers[0]()) if len(makers) == 1 else (lambda m: tuple(make() for make in makers)),
         shots=SHOTS if sampled else None,
         grad=grad and draw(st.booleans()),

@@ -143,7 +143,7 @@ class Run:
 
     def _measure(self, m: Any) -> np.ndarray:
         if type(m) is StateMP:
-            out = self.states.copy()
+            out = self.states * self._global_phase()
         elif type(m) is ProbabilityMP and m.obs is None and m.mv is None:
             out = probabilities(self.states, [self.wires.index(w) for w in (m.wires or self.wires)], len(self.wires))
         elif _own_path(m):
@@ -151,6 +151,14 @@ class Run:
         else:  # see by_pennylane
             return by_pennylane(m, self.states if self.broadcast else self.states[0], self.wires, batched=self.broadcast)
         return out if self.broadcast else out[0]
+
+    def _global_phase(self) -> np.ndarray:
+        """e^(-i Σφ) per row, of the GlobalPhase gates the program drops: the state has it, nothing measured of it does."""
+        total = np.zeros(self.batch)
+        for op in self.tape.operations:
+            if op.name == "GlobalPhase":
+                total = total + np.real(qml.math.toarray(op.data[0]))
+        return np.exp(-1j * total)[:, None]
 
     def vjp(self, cotangent: Any) -> tuple[Any, ...]:
         """Σ_m cotangent_m · d(result_m)/d(trainable parameters), one adjoint pass for all of them."""

@@ -18,7 +18,7 @@ from pennylane.measurements import CountsMP, ExpectationMP, ProbabilityMP, Sampl
 from ..errors import UnsupportedCircuitError, UnsupportedOptionError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
-from ..simbase.measured import constants_of_the_identity, variances_as_expectations
+from ..simbase.measured import sampled_pauli_terms, variances_as_expectations
 from ..simbase.measurements import by_pennylane, probabilities
 from ..simbase.warmup import CompileTimer
 from . import engine, warmup
@@ -168,7 +168,7 @@ class FusedQubit(SimulatorDevice):
 
     def _add_engine_transforms(self, pipeline: Any) -> None:
         pipeline.add_transform(variances_as_expectations)
-        pipeline.add_transform(constants_of_the_identity)
+        pipeline.add_transform(sampled_pauli_terms)
         pipeline.add_transform(to_z_basis)
         pipeline.add_transform(commuting_evolutions)
         self._lower(pipeline, lambda op: op.name in SUPPORTED or isinstance(op, CommutingRotations) or applied_by_matrix(op))

@@ -128,33 +128,58 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
     return (tape.copy(measurements=measurements),), variances
 
 
-def _constant(m: Any) -> float | None:
-    """The value of an expectation or variance of a multiple of the identity; None for any other measurement."""
+def _sampled_terms(m: Any) -> list[tuple[Any, Any]] | None:
+    """A sampled expectation of a Pauli observable as (coefficient, word) pairs (the identity's word None), and a
+    variance of a multiple of one word as that word's, once; None for any other measurement."""
     if type(m) not in (ExpectationMP, VarianceMP) or m.obs is None or m.obs.pauli_rep is None:
         return None
-    identity = qml.pauli.PauliWord({})
-    if not set(m.obs.pauli_rep) <= {identity}:
-        return None
-    return 0.0 if type(m) is VarianceMP else float(qml.math.real(m.obs.pauli_rep.get(identity, 0.0)))
+    words = [(c, w) for w, c in m.obs.pauli_rep.items()]
+    if type(m) is VarianceMP and len(words) > 1:
+        return None  # the sampler diagonalizes a sum's matrix: it keeps that
+    if len(words) == 1 and words[0][0] == 1 and words[0][1] and m.obs.name != "LinearCombination":
+        return None  # already a word
+    return [(c, qml.pauli.PauliWord(w).operation(wire_order=m.obs.wires) if w else None) for c, w in words]
 
 
 @qml.transform
-def constants_of_the_identity(tape: Any) -> tuple[Any, Any]:
-    """Sampled expectations and variances of multiples of the identity as their values, c and 0, beside other
-    measurements: PennyLane 0.45's sampler drops the results after a wire-less identity's expectation, or fails."""
-    constants = {i: c for i, m in enumerate(tape.measurements) if (c := _constant(m)) is not None}
-    if not tape.shots or not constants or len(constants) == len(tape.measurements):
+def sampled_pauli_terms(tape: Any) -> tuple[Any, Any]:
+    """Sampled expectations of Pauli sums as their words' expectations, recombined, and a variance of c·P as
+    c²·Var(P) (of c·I as 0): PennyLane 0.45's sampler loses the results after a sum, or a wire-less identity,
+    beside other measurements (``docs/upstream.md``)."""
+    plans = [_sampled_terms(m) for m in tape.measurements]
+    if not tape.shots or all(p is None for p in plans):
         return (tape,), lambda results: results[0]
-    kept = [m for i, m in enumerate(tape.measurements) if i not in constants]
-    count = len(tape.measurements)
+    measurements, recipes = [], []  # recipe: the index of a measurement kept, or [(coefficient, index or None)]
+    for m, plan in zip(tape.measurements, plans, strict=True):
+        if plan is None:
+            recipes.append(len(measurements))
+            measurements.append(m)
+            continue
+        recipe = []
+        for c, word in plan:
+            if word is not None:
+                measurements.append(type(m)(word))
+            recipe.append((c, len(measurements) - 1 if word is not None else None))
+        recipes.append((type(m), recipe))
+    if not measurements:  # only constants: a measurement the sampler takes, its result unused
+        measurements.append(qml.probs(wires=tape.wires[:1]))
 
-    def merged(row: Any) -> tuple[Any, ...]:
-        sampled = iter((row,) if len(kept) == 1 else row)
-        return tuple(np.float64(constants[i]) if i in constants else next(sampled) for i in range(count))
+    def value(row: tuple, recipe: Any) -> Any:
+        if isinstance(recipe, int):
+            return row[recipe]
+        kind, terms = recipe
+        if kind is VarianceMP:  # one term: c² Var(P), and 0 for the identity
+            c, at = terms[0]
+            return np.float64(0.0) if at is None else qml.math.real(c) ** 2 * row[at]
+        return sum((qml.math.real(c) * (row[at] if at is not None else 1.0) for c, at in terms), np.float64(0.0))
 
-    def with_constants(results: Any) -> Any:
-        if tape.shots.has_partitioned_shots:
-            return tuple(merged(row) for row in results[0])
-        return merged(results[0])
+    def recombined(results: Any) -> Any:
+        rows = results[0] if tape.shots.has_partitioned_shots else (results[0],)
+        out = []
+        for row in rows:
+            row = (row,) if len(measurements) == 1 else tuple(row)
+            values = tuple(value(row, recipe) for recipe in recipes)
+            out.append(values[0] if len(values) == 1 else values)
+        return tuple(out) if tape.shots.has_partitioned_shots else out[0]
 
-    return (tape.copy(measurements=kept),), with_constants
+    return (tape.copy(measurements=measurements),), recombined
