@@ -3,9 +3,10 @@
 PennyLane's ``validate_measurements`` asks ``isinstance``, and ``DensityMatrixMP`` is a ``StateMP``: a device
 that answers ``StateMP`` with the state answered a density matrix with it too. Here a measurement is taken
 only if its own class is declared (``[measurement_processes]``, with ``analytic``/``finiteshots`` conditions);
-any other that ``pennylane.measurements`` exports is refused by name at preprocessing, so that ``auto`` passes the
-device over. A class it does not export (a user's) is taken by its own definition, as default.qubit takes it: a state measurement
-analytically by its ``process_state``, a sample measurement with shots by its ``process_samples``.
+any other that ``pennylane.measurements`` exports is refused by name at preprocessing, so that ``auto`` passes
+the device over. A class it does not export (a user's) is taken by its own definition, as default.qubit takes
+it: a state measurement analytically by its ``process_state``, a sample measurement with shots by its
+``process_samples``.
 """
 
 from __future__ import annotations
@@ -99,16 +100,15 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
     engine takes on its own path (a sum of non-commuting terms too) and differentiates; H² is a Pauli sum."""
     if tape.shots or not any(_pauli_variance(m) for m in tape.measurements):
         return (tape,), lambda results: results[0]
-    measurements, plan = [], []  # plan: (⟨H²⟩ or its index, index of ⟨H⟩), or the index of a measurement kept
+    measurements, plan = [], []  # plan: (index of ⟨H²⟩ or None, its value then, index of ⟨H⟩), or an index kept
     for m in tape.measurements:
         if _pauli_variance(m):
             square = _square(m.obs)
             if isinstance(square, qml.operation.Operator):
                 measurements.append(ExpectationMP(square))
-                square = len(measurements) - 1
+                plan.append((len(measurements) - 1, None, len(measurements)))
             else:
-                square = float(square)
-            plan.append((square, len(measurements)))
+                plan.append((None, square, len(measurements)))
             measurements.append(ExpectationMP(m.obs))
         else:
             plan.append(len(measurements))
@@ -119,8 +119,8 @@ def variances_as_expectations(tape: Any) -> tuple[Any, Any]:
         out = []
         for p in plan:
             if isinstance(p, tuple):
-                square = p[0] if isinstance(p[0], float) else values[p[0]]
-                out.append(square - values[p[1]] ** 2)
+                at, constant, h = p
+                out.append((values[at] if at is not None else constant) - values[h] ** 2)
             else:
                 out.append(values[p])
         return out[0] if len(out) == 1 else tuple(out)
