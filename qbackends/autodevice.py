@@ -18,9 +18,12 @@ from typing import Any
 import numpy as np
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
+from pennylane.transforms.core import BoundTransform
 
 from . import auto
 from .errors import EnvironmentSettingError, UnsupportedCircuitError
+from .shiftrules import no_shift_rule, refusal
+from .simbase.measured import sampled_pauli_terms
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -224,7 +227,13 @@ class AutoQubit(Device):
         if config.gradient_method in auto.DEVICE_GRADIENTS and config.gradient_method != "best":
             if not device.supports_derivatives(config, circuit):
                 raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
-        return device, device.setup_execution_config(config, circuit)
+        resolved = device.setup_execution_config(config, circuit)
+        if not circuit.shots and (reason := no_shift_rule(circuit)) and resolved.gradient_method != "backprop":
+            own = getattr(device, "differentiates", None)  # a qbackends simulator's own gradient; else the device's word
+            takes = own(circuit) if own is not None else device.supports_derivatives(resolved, circuit)
+            if not (resolved.gradient_method == "adjoint" and takes):
+                raise refusal(device.name, reason, "its own gradient does not take it")
+        return device, resolved
 
     def _chosen(self, config: ExecutionConfig | None) -> Any:
         """The backend ``config`` was set up for; without one (called with no config, or one set up without a
@@ -256,7 +265,9 @@ class AutoQubit(Device):
         return _plain(config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).preprocess_transforms(self._plain(execution_config))
+        pipeline = self._chosen(execution_config).preprocess_transforms(self._plain(execution_config))
+        pipeline.insert(0, BoundTransform(sampled_pauli_terms))  # PennyLane 0.45's sampler loses results without it
+        return pipeline
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):

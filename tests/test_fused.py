@@ -235,7 +235,7 @@ def test_pennylane_device_suite_passes(tmp_path, device):
     """PennyLane's own device tests (pennylane/devices/tests), analytic: on fused.qubit, and on the
     per-circuit auto device (each of the suite's circuits on the backend it takes). Once, with
     --shots=None: without the option the suite creates the device with its default shots, None, and
-    gives the same 389 passed."""
+    gives the same result."""
     import os
     import subprocess
     import sys
@@ -251,7 +251,7 @@ def test_pennylane_device_suite_passes(tmp_path, device):
     summary = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0 and not re.search(r"\d+ (failed|errors?)\b", summary), run.stdout[-3000:]
     passed = re.search(r"\b(\d+) passed", summary)
-    assert passed and int(passed[1]) >= 300, summary  # the suite ran: 389 pass on fused.qubit, 411 under auto (PennyLane 0.45)
+    assert passed and int(passed.group(1)) >= 389, summary  # the suite ran (389 tests or more pass on PennyLane 0.45)
 
 
 @pytest.mark.parametrize("nodes", [4, 9, 13, 16])

@@ -5,7 +5,9 @@ one call, and the adjoint pass returns the vector-Jacobian product for the broad
 shared weights together. Small circuits are all overhead on other simulators (each broadcast row
 is its own tape); here the whole minibatch costs one pass over B small states.
 
-Analytic only: expectations of Pauli words and sums of them, probabilities, the state.
+Analytic only: expectations and variances of Pauli words and sums of them, probabilities, the state, and from it
+what PennyLane computes of a state (reduced density matrices, entropies, purity, matrix observables). Gradients
+(VJPs) of expectations and variances of Pauli observables and of probabilities of wires.
 """
 
 from __future__ import annotations
@@ -16,31 +18,27 @@ from typing import Any
 import numpy as np
 import pennylane as qml
 from pennylane.devices import ExecutionConfig
-from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP
+from pennylane.math import Interface
+from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients
-from ..simbase.measurements import marginal_index, probabilities
+from ..simbase.measured import variances_as_expectations
+from ..simbase.measurements import by_pennylane, marginal_index, probabilities
 from . import kernels
 from .program import NAME, Program, is_native, lower, pauli_terms
 
 
-@qml.transform
-def check_circuit(tape: Any) -> tuple[Any, Any]:
-    """Refuse, naming it, what this device does not compute: finite shots, other measurements."""
-    if tape.shots:
-        raise UnsupportedCircuitError(
-            f"{NAME} is analytic; this circuit asks for shots={tape.shots.total_shots}.",
-            "drop shots (shots=None), or use a sampling backend such as local:pennylane/default.qubit.",
-        )
-    for m in tape.measurements:
-        if not isinstance(m, (ExpectationMP, ProbabilityMP, StateMP)) or (isinstance(m, ProbabilityMP) and m.obs):
-            raise UnsupportedCircuitError(
-                f"{NAME} returns expval, probs and state; this circuit measures {m}.",
-                "measure expectations of Pauli words or Hamiltonians, or probabilities; or use another backend.",
-            )
-    return (tape,), lambda results: results[0]
+def _pauli(obs: Any) -> bool:
+    return obs is not None and obs.pauli_rep is not None
+
+
+def _own_path(m: Any) -> bool:
+    """The measurements the kernels take and differentiate: expectations of Pauli observables, probabilities of wires."""
+    if type(m) is ExpectationMP:
+        return _pauli(m.obs)
+    return type(m) is ProbabilityMP and m.obs is None and m.mv is None
 
 
 class BatchedQubit(SimulatorDevice):
@@ -56,8 +54,19 @@ class BatchedQubit(SimulatorDevice):
     def __init__(self, wires: Any = None) -> None:
         super().__init__(wires=wires)
 
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
+        pipeline = super().preprocess_transforms(execution_config)
+        if (
+            execution_config is not None
+            and execution_config.interface == Interface.JAX_JIT
+            and execution_config.use_device_gradient
+        ):
+            # Under jax.jit PennyLane differentiates by Jacobians shaped for unbroadcast tapes: one row per tape.
+            pipeline.add_transform(qml.transforms.broadcast_expand)
+        return pipeline
+
     def _add_engine_transforms(self, pipeline: Any) -> None:
-        pipeline.add_transform(check_circuit)
+        pipeline.add_transform(variances_as_expectations)  # finite shots are refused by refuse_undeclared
         self._lower(pipeline, is_native)
 
     def _gradient_options(self, circuit: Any) -> dict[str, Any]:
@@ -66,6 +75,12 @@ class BatchedQubit(SimulatorDevice):
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         return self.supports_derivatives(execution_config, circuit)
+
+    differentiated = "expectations and variances of Pauli observables and probabilities of wires"
+
+    def _differentiates(self, circuit: Any) -> bool:
+        """Expectations (and, as two expectations, variances) of Pauli observables, probabilities of wires."""
+        return all(_own_path(m) or (type(m) is VarianceMP and _pauli(m.obs)) for m in circuit.measurements)
 
     # ---- execution --------------------------------------------------------------------------
 
@@ -84,6 +99,7 @@ class BatchedQubit(SimulatorDevice):
         return results
 
     def _vjps(self, runs: list[Run], cotangents: Any) -> tuple[Any, ...]:
+        self._refuse_undifferentiated([run.tape for run in runs])
         vjps = tuple(run.vjp(cotangent) for run, cotangent in zip(runs, cotangents, strict=True))
         self._track(vjp_batches=1, vjps=len(runs))
         return vjps
@@ -94,6 +110,7 @@ class BatchedQubit(SimulatorDevice):
         return run
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        self._refuse_undifferentiated(circuits)
         return tuple(Run(tape, self.wires).jacobian() for tape in circuits)
 
 
@@ -118,13 +135,23 @@ class Run:
         return values[0] if len(values) == 1 else tuple(values)
 
     def _measure(self, m: Any) -> np.ndarray:
-        if isinstance(m, StateMP):
-            out = self.states.copy()
-        elif isinstance(m, ProbabilityMP):
+        if type(m) is StateMP:
+            out = self.states * self._global_phase()
+        elif type(m) is ProbabilityMP and m.obs is None and m.mv is None:
             out = probabilities(self.states, [self.wires.index(w) for w in (m.wires or self.wires)], len(self.wires))
-        else:
+        elif _own_path(m):
             out = pauli_terms(m.obs, self.wires).expvals(self.states)
+        else:  # see by_pennylane
+            return by_pennylane(m, self.states if self.broadcast else self.states[0], self.wires, batched=self.broadcast)
         return out if self.broadcast else out[0]
+
+    def _global_phase(self) -> np.ndarray:
+        """e^(-i Σφ) per row, of the GlobalPhase gates the program drops: the state has it, nothing measured of it does."""
+        total = np.zeros(self.batch)
+        for op in self.tape.operations:
+            if op.name == "GlobalPhase":
+                total = total + np.real(qml.math.toarray(op.data[0]))
+        return np.exp(-1j * total)[:, None]
 
     def vjp(self, cotangent: Any) -> tuple[Any, ...]:
         """Σ_m cotangent_m · d(result_m)/d(trainable parameters), one adjoint pass for all of them."""
@@ -134,12 +161,12 @@ class Run:
         lam = np.zeros_like(self.states)
         for m, dy in zip(measurements, cotangents, strict=True):
             dy = np.asarray(qml.math.toarray(dy), dtype=float).reshape(self.batch, -1)
-            if isinstance(m, StateMP):
+            if not _own_path(m):
                 raise UnsupportedCircuitError(
-                    f"{NAME} differentiates expectations and probabilities, not the state.",
-                    "return expvals or probs from a differentiated circuit.",
+                    f"{NAME} differentiates expectations and variances of Pauli observables and probabilities of wires, not {m}.",
+                    "return those from a differentiated circuit, or use diff_method='parameter-shift' or another backend.",
                 )
-            if isinstance(m, ProbabilityMP):  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
+            if type(m) is ProbabilityMP:  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
                 index = marginal_index([self.wires.index(w) for w in (m.wires or self.wires)], n)
                 lam += dy[:, index] * self.states
             else:

@@ -13,23 +13,27 @@ from typing import Any
 import numpy as np
 import pennylane as qml
 from pennylane.devices import ExecutionConfig
-from pennylane.devices.preprocess import validate_measurements
-from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMeasurement, StateMP, VarianceMP
+from pennylane.measurements import CountsMP, ExpectationMP, ProbabilityMP, SampleMP, StateMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError, UnsupportedOptionError
 from ..simbase.device import SimulatorDevice
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
-from ..simbase.measurements import magnitudes, probabilities
+from ..simbase.measured import sampled_pauli_terms, variances_as_expectations
+from ..simbase.measurements import by_pennylane, probabilities
 from . import engine
 from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
 
-def _analytic(m: Any) -> bool:
-    return isinstance(m, StateMeasurement)
-
-
 def _diagonal_already(m: Any) -> bool:
     return m.obs is None or z_terms(m.obs) is not None
+
+
+def _unrotatable(m: Any) -> bool:
+    """A measurement of more than Z-basis outcomes (the state, a density matrix, an entropy, a shadow), or a sampled
+    variance of non-commuting terms: the measurements are taken as they are, on the unrotated state."""
+    if m.obs is None:
+        return type(m) not in (ExpectationMP, VarianceMP, ProbabilityMP, SampleMP, CountsMP)
+    return type(m) is VarianceMP and not _diagonal_already(m)
 
 
 def _dense(obs: Any) -> bool:
@@ -41,8 +45,9 @@ def _dense(obs: Any) -> bool:
 def to_z_basis(tape: Any) -> tuple[Any, Any]:
     """Measure in the Z basis: sums of Z products stay one observable (one diagonal, one adjoint
     pass); other Pauli sums are split into commuting groups and rotated. A circuit that measures
-    a matrix observable keeps its observables: each is applied to the state (λ = Oψ)."""
-    if all(_diagonal_already(m) for m in tape.measurements) or any(_dense(m.obs) for m in tape.measurements):
+    a matrix observable, or something a rotation would change (``_unrotatable``), keeps its observables:
+    each is applied to the state (λ = Oψ)."""
+    if all(_diagonal_already(m) for m in tape.measurements) or any(_dense(m.obs) or _unrotatable(m) for m in tape.measurements):
         return (tape,), lambda results: results[0]
     tapes, split = qml.transforms.split_non_commuting(tape)
     rotated, fns = [], []
@@ -160,7 +165,8 @@ class FusedQubit(SimulatorDevice):
     # ---- preprocessing ----------------------------------------------------------------------
 
     def _add_engine_transforms(self, pipeline: Any) -> None:
-        pipeline.add_transform(validate_measurements, analytic_measurements=_analytic, name=self.name)
+        pipeline.add_transform(variances_as_expectations)
+        pipeline.add_transform(sampled_pauli_terms)
         pipeline.add_transform(to_z_basis)
         pipeline.add_transform(commuting_evolutions)
         self._lower(pipeline, lambda op: op.name in SUPPORTED or isinstance(op, CommutingRotations) or applied_by_matrix(op))
@@ -171,8 +177,14 @@ class FusedQubit(SimulatorDevice):
         # alone, so that only a gradient actually asked for is refused (see _refuse_untracked_gradients).
         return {"grad_on_execution": circuit is None or not trainable_observables(circuit)}
 
+    differentiated = "analytic expectations of observables and variances of Pauli observables"
+
     def _differentiates(self, circuit: Any) -> bool:
-        return not circuit.shots and all(isinstance(m, ExpectationMP) for m in circuit.measurements)
+        """Expectations of observables (and, as two expectations, variances of Pauli observables), analytic."""
+        return not circuit.shots and all(
+            m.obs is not None and (type(m) is ExpectationMP or (type(m) is VarianceMP and m.obs.pauli_rep is not None))
+            for m in circuit.measurements
+        )
 
     # ---- execution --------------------------------------------------------------------------
 
@@ -184,6 +196,7 @@ class FusedQubit(SimulatorDevice):
         return results
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        self._refuse_undifferentiated(circuits)
         traffic = engine.Traffic(self._dtype.itemsize)
         results, jacobians = (
             zip(*(self._simulate(tape, traffic, gradient=True) for tape in circuits), strict=True) if circuits else ((), ())
@@ -253,12 +266,12 @@ class FusedQubit(SimulatorDevice):
                     jac_rows.append(grad[list(tape.trainable_params)])
                 elif gradient:
                     jac_rows.append(np.zeros(0))
-            elif isinstance(m, StateMP):
+            elif type(m) is StateMP:
                 values.append(psi.copy())
-            elif isinstance(m, ProbabilityMP):
+            elif type(m) is ProbabilityMP and m.obs is None and m.mv is None:
                 values.append(probabilities(psi, [index[w] for w in (m.wires or wires)], n))
-            elif not isinstance(m, (ExpectationMP, VarianceMP)):
-                values.append(m.process_state(psi, qml.wires.Wires(wires)))
+            elif type(m) not in (ExpectationMP, VarianceMP) or m.obs is None:  # see by_pennylane
+                values.append(by_pennylane(m, psi, wires, batched=False))
             elif (terms := z_terms(m.obs)) is None:  # matrix observables, and Pauli sums left unrotated
                 o_psi = _apply_observable(m.obs, psi, index, wires)
                 value = _inner(psi, o_psi).real
@@ -277,9 +290,8 @@ class FusedQubit(SimulatorDevice):
                     )
             else:
                 diagonal = self._diagonal(terms, index, n)
-                if isinstance(m, VarianceMP):
-                    p = magnitudes(psi)
-                    values.append(np.array(p @ diagonal**2 - (p @ diagonal) ** 2))
+                if isinstance(m, VarianceMP):  # of a Pauli observable: preprocessing made it two expectations
+                    values.append(by_pennylane(m, psi, wires, batched=False))
                 elif adjoint:
                     lam = self._buffer("lambda", psi.size)
                     values.append(np.array(engine.K.expval_and_lambda(psi, diagonal, lam)))
@@ -340,6 +352,7 @@ def _one_diagonal_expectation(tape: Any) -> bool:
     return (
         len(tape.measurements) == 1
         and type(tape.measurements[0]) is ExpectationMP
+        and tape.measurements[0].obs is not None
         and z_terms(tape.measurements[0].obs) is not None
     )
 

@@ -14,7 +14,11 @@ from typing import Any
 
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
+from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
+
+from ..shiftrules import no_shift_rule, of_the_state, refusal, shifted
+from .measured import check_declared, refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
 
@@ -27,9 +31,12 @@ class SimulatorDevice(Device):
     """
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
-        """The circuit's wires checked against the device's, then the engine's own steps."""
+        """Mid-circuit measurements deferred (onto wires of their own), the circuit's wires checked against the
+        device's, measurements the TOML does not declare refused by name, then the engine's own steps."""
         pipeline = qml.CompilePipeline()
+        pipeline.add_transform(qml.defer_measurements, allow_postselect=False)  # the one method (setup_execution_config)
         pipeline.add_transform(validate_device_wires, self.wires, name=self.name)
+        pipeline.add_transform(refuse_undeclared, device=self.name, declared=self.capabilities.measurement_processes)
         self._add_engine_transforms(pipeline)
         return pipeline
 
@@ -42,22 +49,55 @@ class SimulatorDevice(Device):
         pipeline.add_transform(decompose, stopping_condition=runs, skip_initial_state_prep=False, name=self.name)
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit: Any = None) -> ExecutionConfig:
-        """adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
+        """Measurements not declared refused; mid-circuit measurements deferred; no parameter-shift of the state
+        (``shiftrules``); adjoint, device, and best for an analytic circuit: the engine's adjoint pass."""
         config = config or ExecutionConfig()
         sampled = circuit is not None and bool(circuit.shots)
+        if circuit is not None:  # refused here too, before an ML interface runs preprocessing (jax.jit: in a callback)
+            check_declared(circuit, self.name, self.capabilities.measurement_processes)
+        # mid-circuit measurements: deferred, the one method the engines have (another asked for is refused)
+        validate_mcm_method(self.capabilities, config.mcm_config.mcm_method, sampled)
+        if config.mcm_config.mcm_method is None:
+            config = dataclasses.replace(config, mcm_config=dataclasses.replace(config.mcm_config, mcm_method="deferred"))
+        if shifted(config.gradient_method) and (reason := of_the_state(circuit)):
+            raise refusal(self.name, reason, "parameter-shift was asked for")
         if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
             options = self._gradient_options(circuit)
+            if circuit is not None and not self._differentiates(circuit):  # values first; a gradient asked for is refused
+                options["grad_on_execution"] = False
             return dataclasses.replace(config, gradient_method="adjoint", use_device_gradient=True, **options)
         return config
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and execution_config.gradient_method not in ADJOINT_METHODS:
             return False
-        return circuit is None or self._differentiates(circuit)
+        # what parameter-shift cannot take stays here (see shiftrules): its gradient is refused typed when asked for
+        return circuit is None or self._differentiates(circuit) or (not circuit.shots and no_shift_rule(circuit) is not None)
+
+    def differentiates(self, circuit: Any) -> bool:
+        """Whether the engine's own (adjoint) gradient takes ``circuit``."""
+        return self._differentiates(circuit)
+
+    def _refuse_undifferentiated(self, tapes: Any) -> None:
+        """Refuse, typed, a gradient of what the engine's adjoint pass does not differentiate."""
+        from ..errors import UnsupportedCircuitError
+
+        for tape in tapes:
+            if self._differentiates(tape):
+                continue
+            how = f"its adjoint pass differentiates {self.differentiated} only"
+            if reason := no_shift_rule(tape):
+                raise refusal(self.name, reason, how)
+            raise UnsupportedCircuitError(
+                f"{self.name} has no adjoint gradient of {', '.join(map(str, tape.measurements))}: {how}.",
+                "use diff_method='parameter-shift' or 'best' (PennyLane then shifts the parameters).",
+            )
 
     def _gradient_options(self, circuit: Any) -> dict[str, Any]:
         """``ExecutionConfig`` fields for the engine's adjoint gradients of ``circuit`` (None: of any)."""
         return {}
+
+    differentiated = "expectations of observables"  # what ``_differentiates`` takes, in words
 
     def _differentiates(self, circuit: Any) -> bool:
         """Whether the engine's adjoint pass differentiates ``circuit``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 CHUNK = 1 << 20  # amplitudes squared at a time: no temporary the size of the state
@@ -38,3 +40,14 @@ def marginal_index(wires: list[int], n: int) -> np.ndarray:
     for w in wires:
         index = (index << 1) | ((i >> (n - 1 - w)) & 1)
     return index
+
+
+def by_pennylane(m: Any, states: np.ndarray, wires: Any, batched: bool) -> Any:
+    """``m`` of the final state(s) as default.qubit takes it (PennyLane's ``measure``): for what an engine has no
+    path of its own for (a reduced density matrix, entropies, purity, probabilities of an observable, a matrix
+    observable's variance, mid-circuit measurement values). ``states``: (2^n,), or (B, 2^n) when ``batched``."""
+    from pennylane.devices.qubit import measure
+
+    index = {w: i for i, w in enumerate(wires)}
+    shape = states.shape[:-1] + (2,) * len(wires)
+    return measure(m.map_wires(index), states.astype(np.complex128, copy=False).reshape(shape), is_state_batched=batched)

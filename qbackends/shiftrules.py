@@ -1,0 +1,58 @@
+"""What PennyLane's parameter-shift rule cannot differentiate: a measurement of the state itself, a broadcast batch.
+
+A shift rule holds for a quantity linear in the state's projector |ψ⟩⟨ψ| (expectations, variances through them,
+probabilities). PennyLane 0.45's ``param_shift`` refuses the state, a density matrix, a von Neumann entropy and a
+mutual information with a plain ``ValueError``, gives a wrong number for the purity (tr ρ² is quadratic in ρ), and
+refuses a broadcast tape with a ``NotImplementedError``. "best" falls back to it wherever a device has no gradient
+of its own for a circuit; so for these circuits the simulators keep the gradient (and refuse it, typed, when it is
+asked for), refuse an explicit parameter-shift of the state, and ``auto`` takes only a backend whose own gradient
+covers them. (With shots every gradient is parameter-shift: PennyLane's own refusals stand.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NO_SHIFT_RULE = frozenset({"StateMP", "DensityMatrixMP", "PurityMP", "VnEntropyMP", "MutualInfoMP"})
+
+
+def shifted(gradient_method: Any) -> bool:
+    """Whether ``gradient_method`` (a config's, as PennyLane resolved it) is the parameter-shift rule."""
+    import pennylane as qml
+
+    return gradient_method == "parameter-shift" or gradient_method is qml.gradients.param_shift
+
+
+def of_the_state(circuit: Any) -> str | None:
+    """Why parameter-shift cannot differentiate ``circuit``'s measurements (of the state itself), where it has
+    trainable parameters; None otherwise."""
+    if circuit is None or not circuit.trainable_params:
+        return None
+    state = [m for m in circuit.measurements if type(m).__name__ in NO_SHIFT_RULE]
+    if not state:
+        return None
+    return (
+        f"{state[0]} ({type(state[0]).__name__}) is a measurement of the state itself "
+        "(PennyLane 0.45's param_shift returns a wrong purity gradient)"
+    )
+
+
+def no_shift_rule(circuit: Any) -> str | None:
+    """Why parameter-shift cannot differentiate analytic ``circuit`` (``of_the_state``, or a broadcast batch); None
+    where it can, or where nothing is trainable."""
+    if reason := of_the_state(circuit):
+        return reason
+    if circuit is not None and circuit.trainable_params and circuit.batch_size is not None:
+        return "PennyLane 0.45's param_shift does not differentiate a broadcast batch by its broadcast parameters"
+    return None
+
+
+def refusal(device: str, reason: str, how: str) -> Exception:
+    """The typed refusal of a gradient on ``device``, whose own gradient is ``how``, where parameter-shift cannot."""
+    from .errors import UnsupportedCircuitError
+
+    return UnsupportedCircuitError(
+        f"{device} has no gradient of this circuit: {how}, and parameter-shift cannot take it: {reason}.",
+        "for values alone use diff_method=None; for the gradient, diff_method='backprop' on "
+        "local:pennylane/default.qubit (auto takes a backend that differentiates it).",
+    )
