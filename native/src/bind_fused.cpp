@@ -247,11 +247,10 @@ void bind_fused(nb::module_& m) {
 #pragma omp parallel for num_threads(threads()) schedule(static)
         for (std::int64_t at = 0; at < bytes; at += chunk) std::memcpy(to + at, from + at, size_t(std::min(chunk, bytes - at)));
     }, "dst[:] = src with the kernels' threads: what a pass's bandwidth is measured against.");
-    m.def("state_buffer", [](std::uint64_t size, bool single) {
-        // Uninitialised (zero) amplitudes in pages of their own, asked for as huge pages: a first touch of a 64 MiB
-        // state in 4 KiB pages faults 16,384 times (about 0.3 s on a virtual machine), in 2 MiB pages 32 times.
-        const size_t item = single ? sizeof(cplx<float>) : sizeof(cplx<double>);
-        const size_t bytes = std::max<size_t>(size * item, 1);
+    m.def("huge_buffer", [](std::uint64_t nbytes) {
+        // Uninitialised (zero) bytes in pages of their own, asked for as huge pages: a first touch of 64 MiB in
+        // 4 KiB pages faults 16,384 times (about 0.3 s on a virtual machine), in 2 MiB pages 32 times.
+        const size_t bytes = std::max<size_t>(nbytes, 1);
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
@@ -268,10 +267,9 @@ void bind_fused(nb::module_& m) {
             munmap(mp->p, mp->bytes);
             delete mp;
         });
-        size_t shape[1] = {size_t(size)};
-        if (single) return nb::cast(nb::ndarray<nb::numpy, cplx<float>, nb::ndim<1>>(p, 1, shape, owner));
-        return nb::cast(nb::ndarray<nb::numpy, cplx<double>, nb::ndim<1>>(p, 1, shape, owner));
-    }, "A state of ``size`` amplitudes (complex64 if ``single``) in memory of its own, page-aligned, huge pages asked for.");
+        size_t shape[1] = {size_t(nbytes)};
+        return nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(p, 1, shape, owner);
+    }, "``nbytes`` zero bytes in memory of their own, page-aligned, huge pages asked for (view them as the dtype wanted).");
     m.attr("STREAM_BYTES") = STREAM_BYTES;
     m.attr("STREAM_ALIGN") = STREAM_ALIGN;
     m.def("cnot", [](Out psi, int control, int target) {

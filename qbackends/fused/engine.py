@@ -69,14 +69,24 @@ def state_buffer(size: int, dtype: type) -> np.ndarray:
     huge page or more get pages of their own, asked for as huge pages (``kernels.state_buffer``): their first
     touch then costs a fault per 2 MiB, not per 4 KiB."""
     itemsize = np.dtype(dtype).itemsize
-    if size * itemsize >= HUGE_PAGE and np.dtype(dtype) in (np.complex64, np.complex128):
-        return K.state_buffer(size, np.dtype(dtype) == np.complex64)
+    if size * itemsize >= HUGE_PAGE:
+        return huge_array(size, dtype)
     raw = np.empty(size + K.STREAM_ALIGN // itemsize, dtype=dtype)
     skip = (-raw.ctypes.data % K.STREAM_ALIGN) // itemsize
     return raw[skip : skip + size]
 
 
 HUGE_PAGE = 1 << 21
+
+
+def huge_array(size: int, dtype: type) -> np.ndarray:
+    """``np.empty(size, dtype)`` in pages of its own, huge pages asked for (``kernels.huge_buffer``); zeros."""
+    return K.huge_buffer(size * np.dtype(dtype).itemsize).view(dtype)
+
+
+def table_array(size: int, dtype: type) -> np.ndarray:
+    """An array for a per-amplitude table (a diagonal, levels): in huge pages from HUGE_PAGE bytes on."""
+    return huge_array(size, dtype) if size * np.dtype(dtype).itemsize >= HUGE_PAGE else np.empty(size, dtype=dtype)
 
 
 @dataclass
@@ -140,7 +150,7 @@ class DiagonalCache:
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, coefs, nwires)
-        out: np.ndarray = np.empty(1 << nwires, dtype=self._real)
+        out: np.ndarray = table_array(1 << nwires, self._real)
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
         return self._remember(key, out)
 
@@ -171,7 +181,7 @@ class DiagonalCache:
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, np.full(masks.size, -0.5), nwires)
-        out = np.empty(1 << nwires, dtype=np.uint16)
+        out = table_array(1 << nwires, np.uint16)
         K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
         return self._remember(key, out)
 

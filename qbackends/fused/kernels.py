@@ -38,6 +38,6 @@ expval = _native.expval
 streams = _native.streams
 scatter = _native.scatter
 copy = _native.copy
-state_buffer = _native.state_buffer
+huge_buffer = _native.huge_buffer
 threads = _native.threads
 set_num_threads = _native.set_num_threads
