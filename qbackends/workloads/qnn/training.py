@@ -23,9 +23,10 @@ import numpy as np
 from ...capabilities import DIFF_METHODS
 from ...checkpoint import corrupt, recorded_device
 from ...errors import WorkloadInputError
+from ...gradients import check as check_gradient
 from .. import sonar
 from . import checkpoint as checkpoints
-from .model import build_model
+from .model import build_model, layer_tape
 
 RESULTS_FILE = "qnn-results.json"
 PHASES = ("data", "classical", "quantum", "backward", "allreduce")
@@ -224,6 +225,7 @@ def train(
     _seed_everything(config.seed)
     steps = config.epochs * math.ceil(len(train_idx) / ctx.world / local_batch)  # minibatches, for auto
     qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state), steps=steps)
+    check_gradient(qdev, layer_tape(config.nwires, diff_method), diff_method, "torch", option)
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     device_name = _settled(qdev, model, config.nwires, local_batch)
     advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
