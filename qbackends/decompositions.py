@@ -390,13 +390,21 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
         # preprocessing decomposes it or says it cannot.
         warnings.simplefilter("ignore", DecompositionWarning)
         warnings.filterwarnings("ignore", message=".*GlobalPhase is not assumed to have a decomposition")
-        tapes, post = qml.transforms.decompose(
-            tape,
-            gate_set=gate_set,
-            fixed_decomps=dict(ruleset.fixed) or None,
-            alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
-            strict=False,
-        )
+        try:
+            tapes, post = qml.transforms.decompose(
+                tape,
+                gate_set=gate_set,
+                fixed_decomps=dict(ruleset.fixed) or None,
+                alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
+                strict=False,
+            )
+        except RecursionError:  # a rule whose result needs that rule again (a user's rule for RX that returns RX)
+            users = sorted(name for name in ruleset.fixed if name not in exact_rules())
+            raise UnsupportedCircuitError(
+                "Lowering this circuit with its decomposition rules never ends: a rule's result needs a rule again"
+                + (f" (the rules given for {', '.join(users)})." if users else "."),
+                "give each rule a result in other gates (a rule for RX must not return RX), or leave that rule out.",
+            ) from None
     _refuse_unlowerable(tapes[0], ruleset, adjoint)
     return (_rebindable(tapes[0]),), post
 

@@ -9,9 +9,12 @@ two minutes); ``python -m pytest tests/fuzz -m slow`` the long one (random examp
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, settings
 
-SLOW_FACTOR = 40  # the slow profile draws this many times each test's CI examples
+# The slow profile draws this many times each test's CI examples (QBACKENDS_FUZZ_FACTOR for a shorter random run).
+SLOW_FACTOR = int(os.environ.get("QBACKENDS_FUZZ_FACTOR", "40"))
 _COMMON = dict(
     deadline=None,
     print_blob=True,

@@ -178,3 +178,23 @@ def test_a_seal_covers_tensors_by_value():
     assert seal({"w": torch.zeros(2)}) == seal({"w": torch.zeros(2)}) != seal({"w": torch.zeros(3)})
     assert seal({"w": np.zeros(2)}) != seal({"w": np.zeros(2, dtype=np.float32)})
     assert seal([1, 2.0]) != seal([1.0, 2.0])
+
+
+def test_a_rule_whose_result_needs_itself_is_refused_as_it_runs():
+    import pennylane as qml
+
+    dev = get_device("lightning.qubit", wires=1, decompositions={"RX": lambda phi, wires: [qml.RX(phi, wires)]})
+
+    @qml.qnode(dev)
+    def circuit():
+        qml.RX(0.3, 0)
+        return qml.expval(qml.Z(0))
+
+    from qbackends.errors import UnsupportedCircuitError
+
+    with pytest.raises(UnsupportedCircuitError) as err:  # RecursionError, from deep in PennyLane's graph
+        circuit()
+    assert err.value.message == (
+        "Lowering this circuit with its decomposition rules never ends: a rule's result needs a rule again (the rules "
+        "given for RX)."
+    )

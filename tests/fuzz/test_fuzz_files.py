@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -293,3 +294,32 @@ def test_a_cost_model_is_used_or_ignored_never_a_crash(data):
     event(f"{len(model)} backends")
     for costs in model.values():
         assert all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in asdict(costs).values()), costs
+
+
+@budget(60)
+@given(
+    st.integers(0, 4096),
+    st.integers(0, 4096),
+    st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe"]),
+    st.sampled_from([b"a", b"\xc3\xa9", b"\n"]),
+)
+def test_a_file_is_read_whole_up_to_its_limit_and_refused_past_it(size, limit, start, unit):
+    from qbackends.userfiles import read_text
+
+    content = start + unit * (size // len(unit))
+    path = _file(content)
+    try:
+        text = read_text(path, "Data file", "pass a smaller file.", limit)
+    except WorkloadInputError as exc:
+        event("refused: over" if len(content) > limit else "refused: not UTF-8")
+        assert (len(content) > limit and "is over" in exc.message) or (start == b"\xff\xfe" and "UTF-16" in exc.message)
+        return
+    event("read")
+    assert len(content) <= limit and text == content.decode("utf-8-sig")
+
+
+def test_a_device_that_never_ends_is_read_no_further_than_the_limit():
+    from qbackends.userfiles import read_text
+
+    with pytest.raises(WorkloadInputError, match=r"^Data file '/dev/zero' is over 1024 bytes\.$"):
+        read_text("/dev/zero", "Data file", "pass a CSV file.", 1024)
