@@ -400,12 +400,22 @@ class Decision:
 def excluded(environ: dict[str, str] | None = None, also: Iterable[str] = ()) -> set[str]:
     """Backend keys removed from ``auto`` by ``QBACKENDS_AUTO_EXCLUDE`` (comma-separated device strings) and ``also``."""
     from .devicestring import parse
+    from .errors import DeviceStringError, UnsupportedOptionError
 
     text = (os.environ if environ is None else environ).get(EXCLUDE_ENV, "")
+    if isinstance(also, str) or not isinstance(also, Iterable):
+        raise UnsupportedOptionError(
+            f"exclude={also!r:.80} is not a list of device strings.", "pass e.g. exclude=['local:pennylane/lightning.qubit']."
+        )
     keys = set()
-    for item in [*text.split(","), *also]:
+    for item, source in [*((t, EXCLUDE_ENV) for t in text.split(",")), *((a, "exclude") for a in also)]:
+        if not isinstance(item, str):
+            raise UnsupportedOptionError(f"exclude holds {item!r:.60}, not a device string.", "pass device strings only.")
         if item.strip():
-            spec = parse(item.strip())
+            try:
+                spec = parse(item.strip())
+            except DeviceStringError as exc:
+                raise DeviceStringError(f"{exc.message.rstrip('.')} (in {source}).", exc.fix) from None
             keys.add(f"{spec.provider}/{spec.simulator}" if spec.provider else spec.simulator)
     return keys
 

@@ -21,7 +21,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.transforms.core import BoundTransform
 
 from . import auto
-from .errors import EnvironmentSettingError, UnsupportedCircuitError
+from .errors import EnvironmentSettingError, UnsupportedCircuitError, UnsupportedOptionError
 from .shiftrules import no_shift_rule, refusal
 from .simbase.measured import sampled_pauli_terms
 
@@ -63,13 +63,18 @@ class AutoQubit(Device):
         from .device import GLOBAL_SEED_BOUND, check_request, wire_count
         from .registry import get_registry
 
+        check_request(precision, diff_method, ignore_memory, decompositions=decompositions, shots=options.get("shots"))
+        if isinstance(expected_steps, bool) or not isinstance(expected_steps, int) or expected_steps < 1:
+            raise UnsupportedOptionError(
+                f"expected_steps={expected_steps!r:.60} is not a number of steps; auto spreads one-time costs over them.",
+                "pass expected_steps=N, a whole number of 1 or more (how often the circuit will run), or leave it out (100).",
+            )
         self._devices: dict[str, Any] = {}
         self._trial_devices: dict[str, Any] = {}
         self._tracker: Any = None
         super().__init__(wires=wires, shots=options.get("shots"))
         # The backends get the wires as given: a count keeps them on standard labels (labels cost a mapping per execution).
         self._wires_given = wires if wires is None or isinstance(wires, int) else list(self.wires)
-        check_request(precision, diff_method, ignore_memory, decompositions=decompositions)
         self._registry = get_registry()
         count = wire_count(list(self.wires) if self.wires is not None else None)
         self._count = count

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -54,17 +53,13 @@ RESULTS_FIX = "pass the file written by pytest --benchmark-json=FILE."
 PRICES_FIX = 'pass a TOML file of [prices."BACKEND"] tables.'
 
 
+MAX_FILE_BYTES = 1 << 30  # a results file of every benchmark with its raw timings is a few MiB
+
+
 def _read_text(path: str | Path, what: str, fix: str) -> str:
-    """The file's UTF-8 text, or a typed error naming it."""
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise WorkloadInputError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}.", fix) from exc
-    except UnicodeDecodeError as exc:
-        raise WorkloadInputError(
-            f"{what} {str(path)!r} cannot be decoded as UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}).",
-            fix,
-        ) from exc
+    from .userfiles import read_text
+
+    return read_text(path, what, fix, MAX_FILE_BYTES)
 
 
 def _positive(value: Any) -> TypeGuard[float]:
@@ -78,17 +73,9 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     Raises:
         WorkloadInputError: the file cannot be read, is not such a file, or an entry is malformed.
     """
-    text = _read_text(path, "Benchmark results", RESULTS_FIX)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WorkloadInputError(
-            f"Benchmark results {str(path)!r} are not JSON: {exc.msg} at line {exc.lineno}.", RESULTS_FIX
-        ) from exc
-    except RecursionError as exc:
-        raise WorkloadInputError(
-            f"Benchmark results {str(path)!r} are nested too deeply to be a pytest-benchmark results file.", RESULTS_FIX
-        ) from exc
+    from .userfiles import read_json
+
+    data = read_json(path, "Benchmark results file", RESULTS_FIX, MAX_FILE_BYTES)
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise WorkloadInputError(f"{str(path)!r} is not a pytest-benchmark results file (no 'benchmarks' list).", RESULTS_FIX)
     for index, bench in enumerate(data["benchmarks"]):

@@ -125,10 +125,19 @@ class Profile:
         return math.exp(math.log(s0) + slope * (wires - n0))
 
 
+def _present(path: Path) -> bool:
+    """Whether something is at ``path``; a path that cannot name a file (too long, a NUL byte) is warned of."""
+    try:
+        return path.exists()
+    except (OSError, ValueError) as exc:
+        log.warning("qbackends: ignoring calibration file %r: %s; set %s to a file's path.", str(path)[:200], exc, PROFILE_ENV)
+        return False
+
+
 def load_profile(facts: MachineFacts, path: Path | None = None, kind: str = "qaoa") -> Profile | None:
     """The saved profile of ``kind``, if there is one and it was measured on this machine as it is now."""
     path = path or profile_path(kind)
-    if not path.exists():
+    if not _present(path):
         return None
     try:
         if path.stat().st_size > MAX_PROFILE_BYTES:
@@ -263,7 +272,7 @@ def load_model(facts: MachineFacts, path: Path | None = None) -> dict[str, Any]:
     from .auto import Costs
 
     path = path or profile_path("circuits")
-    if not path.exists():
+    if not _present(path):
         return {}
     try:
         if path.stat().st_size > MAX_PROFILE_BYTES:

@@ -125,6 +125,11 @@ def evaluate(backend: Backend, facts: MachineFacts, precision: str = "c128", dif
         ok = False
         reasons.append(problem)
         fixes.append(fix)
+    threads, threads_fix = kokkos_threads_problem(facts) if backend.hardware == "kokkos" and hardware == "cpu" else ("", "")
+    if threads:
+        ok = False
+        reasons.append(threads)
+        fixes.append(threads_fix)
     construction_error = facts.device_errors.get(backend.device_name)
     if construction_error and ok:
         ok = False
@@ -181,6 +186,44 @@ def _hardware_check(hardware: str, facts: MachineFacts) -> tuple[int, str, str, 
             return best.memory_free, where, facts.amd_error, "install the ROCm runtime (libamdhip64) matching the driver"
         return best.memory_free, where, "", ""
     return facts.host_memory_available, f"CPU, {facts.cores} cores", "", ""
+
+
+KOKKOS_MAX_THREADS = 512  # past this, lightning.kokkos' OpenMP build crashes as its thread team starts (measured)
+
+
+def kokkos_threads_problem(facts: MachineFacts) -> tuple[str, str]:
+    """(why, fix) when the thread count set for lightning.kokkos' host build cannot work here, else ("", "").
+
+    Kokkos aborts the process on a ``KOKKOS_NUM_THREADS`` that is not a positive whole number, and crashes past
+    512 threads (``OMP_NUM_THREADS=1000``: exit -6, no message of its own); more threads than cores only wait on
+    each other. So a count above the cores is refused, before anything starts Kokkos.
+    """
+    cores = facts.cores
+    fix = f"unset {{name}}, or set it to a count from 1 to {cores}"
+    if "KOKKOS_NUM_THREADS" in facts.threads:
+        name, value = "KOKKOS_NUM_THREADS", facts.threads["KOKKOS_NUM_THREADS"]
+        count = int(value) if value.strip().isdigit() else 0
+        if not 1 <= count <= cores:
+            shown = value if len(value) <= 40 else value[:39] + "…"
+            return (
+                f"{name}={shown!r} is not a thread count from 1 to {cores} (the cores this process may use); Kokkos "
+                "aborts the process on it",
+                fix.format(name=name),
+            )
+        return "", ""
+    value = facts.threads.get("OMP_NUM_THREADS", "")
+    first = value.split(",")[0].strip()
+    if first.isdigit() and int(first) > cores:  # what OpenMP does not read as a count, it ignores
+        count = int(first)
+        what = (
+            "Kokkos crashes the process past 512" if count > KOKKOS_MAX_THREADS else "the extra threads only wait on each other"
+        )
+        return (
+            f"OMP_NUM_THREADS={value[:40]} asks lightning.kokkos for {count} threads, more than the {cores} cores this "
+            f"process may use ({what})",
+            fix.format(name="OMP_NUM_THREADS") + " (KOKKOS_NUM_THREADS sets lightning.kokkos' threads alone)",
+        )
+    return "", ""
 
 
 def _compute_capability(arch: str) -> tuple[int, int]:

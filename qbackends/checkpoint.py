@@ -17,7 +17,10 @@ from typing import Any
 
 from .errors import CheckpointError
 
-SCHEMA = 1  # the "run" record's layout; a record without one is of the layout before it (still read)
+# The "run" record's layout; a record without one is of the layout before it (still read). 2: the checkpoint holds
+# a seal of its progress (``seal``), so that a resumed run continues what was saved, or is refused; 1 had none.
+SCHEMA = 2
+SEALED = 2
 NEW_RUN = "another --results-dir (or --checkpoint-dir) to start a new run beside it"
 
 
@@ -143,9 +146,38 @@ def _ranks_words(ranks: Any) -> str:
     return "one process" if ranks is None else f"{ranks!r} ranks"
 
 
+def seal(progress: Any) -> str:
+    """The digest of a checkpoint's progress (its workload's part: parameters, moments, history, tensors), by value."""
+    return digest(_canonical(progress))
+
+
+def check_seal(path: Path, state: Mapping[str, Any], progress: Any) -> None:
+    """Refuse a checkpoint (of a sealed schema) whose progress is not what was saved with it: edited or damaged."""
+    if state["run"].get("schema", 0) >= SEALED and state.get("seal") != seal(progress):
+        raise corrupt(path, "its progress is not what was saved (the file was edited or damaged)")
+
+
+def _canonical(value: Any) -> bytes:
+    """``value`` as bytes that only an equal value gives: mappings by sorted key, floats exactly, tensors by dtype,
+    shape and contents."""
+    if isinstance(value, Mapping):
+        items = sorted(value.items(), key=lambda kv: repr(kv[0]))
+        return b"{" + b",".join(_canonical(k) + b":" + _canonical(v) for k, v in items) + b"}"
+    if isinstance(value, (list, tuple)):
+        return b"[" + b",".join(_canonical(v) for v in value) + b"]"
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().contiguous().numpy()
+    if hasattr(value, "tobytes") and hasattr(value, "dtype") and hasattr(value, "shape"):
+        return f"array({value.dtype},{tuple(value.shape)})".encode() + value.tobytes()
+    return f"{type(value).__name__}:{value!r}".encode()
+
+
 def unreadable(path: Path, why: object) -> CheckpointError:
-    """A file that is no checkpoint at all."""
-    return CheckpointError(f"Checkpoint {str(path)!r} is unreadable: {why}.", "remove it to start over.")
+    """A file that is no checkpoint at all; ``why`` in words, or the error that said so."""
+    text = " ".join(str(why).split())[:300]
+    if isinstance(why, BaseException) and (not text or isinstance(why, KeyError)):
+        text = f"{type(why).__name__}{': ' + text if text else ''}"
+    return CheckpointError(f"Checkpoint {str(path)!r} is unreadable: {text.rstrip('.')}.", "remove it to start over.")
 
 
 def corrupt(path: Path, what: str) -> CheckpointError:

@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import capabilities, devicestring
 from .device import facts_for
@@ -392,11 +392,17 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Every parser and sub-parser (argparse makes them of the root's class) shows defaults in --help."""
+    """Every parser and sub-parser (argparse makes them of the root's class) shows defaults in --help, and refuses
+    arguments in qbackends' one line (exit 2), pointing at that help instead of printing the usage block."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("qbackends").strip()
+        text = " ".join(f"{where + ': ' if where else ''}{message}".split())
+        self.exit(EXIT_USAGE, f"qbackends: error: {text}. Fix: `{self.prog} --help` lists what it takes.\n")
 
 
 def _extra_commands() -> list[Callable[[Any], None]]:

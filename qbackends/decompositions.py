@@ -10,6 +10,7 @@ Everything else reaches the device untouched. Importing this module imports Penn
 
 from __future__ import annotations
 
+import difflib
 import functools
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -166,8 +167,38 @@ def exact_rules() -> dict[str, DecompositionRule]:
 # ---- user rules ---------------------------------------------------------------------------
 
 
+# Operator classes that name no one operator: instances of a wrapper take the wrapped operator's name
+# ("Adjoint(RX)", "C(RX)", "RX**2"), and the bases have none of their own, so a rule keyed by one is never used.
+_WRAPPERS = frozenset(
+    {"Adjoint", "Controlled", "ControlledOp", "Pow", "Conditional", "SymbolicOp", "ScalarSymbolicOp", "CompositeOp"}
+)
+
+
+def pennylane_operator(name: str) -> str | None:
+    """The name PennyLane gives instances of the operator ``name`` spells (an alias: ``X`` is ``PauliX``), or None
+    when it spells no operator (``expval``, ``Operation``, ``Adjoint``)."""
+    found = getattr(qml.ops, name, None) if name.isidentifier() else None
+    if found is None and name.isidentifier():
+        found = getattr(qml, name, None)
+    if not (isinstance(found, type) and issubclass(found, qml.operation.Operator)):
+        return None
+    if found.__module__ == qml.operation.__name__ or found.__name__ in _WRAPPERS:
+        return None
+    return found.__name__
+
+
+@functools.cache
+def _operator_names() -> tuple[str, ...]:
+    return tuple(sorted({n for module in (qml.ops, qml) for n in dir(module) if pennylane_operator(n) == n}))
+
+
 def operator_name(key: Any) -> str:
-    """``"MultiRZ"`` or ``qml.MultiRZ`` -> ``"MultiRZ"``."""
+    """``"MultiRZ"``, ``qml.MultiRZ`` -> ``"MultiRZ"``; an alias (``"X"``, ``qml.X``) -> the name PennyLane's
+    operators carry (``"PauliX"``).
+
+    Raises:
+        UnsupportedOptionError: a key that names no PennyLane operator (with the closest name there is).
+    """
     if isinstance(key, str):
         name = key
     elif isinstance(key, type) and issubclass(key, qml.operation.Operator):
@@ -177,12 +208,36 @@ def operator_name(key: Any) -> str:
             f"decompositions key {key!r} is neither an operator name nor a PennyLane operator class.",
             'use e.g. decompositions={"MultiRZ": fn} or {qml.MultiRZ: fn}.',
         )
-    if not hasattr(qml.ops, name) and not hasattr(qml, name):
+    canonical = pennylane_operator(name)
+    if canonical is None:
+        close = difflib.get_close_matches(name, _operator_names(), n=1, cutoff=0.75)
         raise UnsupportedOptionError(
-            f"decompositions key {name!r} is not a PennyLane operator.",
-            "use the operator's class name as PennyLane spells it, e.g. 'MultiRZ', 'CRot', 'PauliRot'.",
+            f"decompositions key {name[:80]!r} is not a PennyLane operator"
+            + (" (it is not one operator: its instances are named after the operator they hold)." if name in _WRAPPERS else "."),
+            (f"did you mean {close[0]!r}? " if close else "")
+            + "use the operator's class name as PennyLane spells it, e.g. 'MultiRZ', 'CRot', 'PauliRot'.",
         )
-    return name
+    return canonical
+
+
+def user_rules(user: Mapping[Any, Callable[..., Any]] | None) -> dict[str, DecompositionRule]:
+    """The user's ``decompositions``, by the operator name each key stands for, each value a rule.
+
+    Raises:
+        UnsupportedOptionError: a key that names no operator, a value that is not callable, or two keys for one operator.
+    """
+    rules: dict[str, DecompositionRule] = {}
+    keys: dict[str, Any] = {}
+    for key, value in (user or {}).items():
+        name = operator_name(key)
+        if name in keys:
+            raise UnsupportedOptionError(
+                f"decompositions keys {keys[name]!r} and {key!r} both name {name}; one operator takes one rule.",
+                f"keep one of the two rules for {name}.",
+            )
+        keys[name] = key
+        rules[name] = as_rule(value)
+    return rules
 
 
 def as_rule(function: Callable[..., Any]) -> DecompositionRule:
@@ -270,7 +325,7 @@ def build_ruleset(
                 alternatives.setdefault(reg.operator, []).append(reg.rule)
                 names.append(reg.name or f"{reg.operator} -> {getattr(reg.rule, '__name__', 'rule')}")
                 preferred |= _outputs(reg)
-    user_fixed = {operator_name(k): as_rule(v) for k, v in (user or {}).items()}
+    user_fixed = user_rules(user)
     exact = {op: rule for op, rule in exact_rules().items() if op not in user_fixed}
     names.extend(f"{op} -> commuting Pauli rotations (exact)" for op in exact)
     names.extend(f"{op} -> {getattr(rule, '__name__', 'rule')} (user)" for op, rule in user_fixed.items())
@@ -335,13 +390,21 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
         # preprocessing decomposes it or says it cannot.
         warnings.simplefilter("ignore", DecompositionWarning)
         warnings.filterwarnings("ignore", message=".*GlobalPhase is not assumed to have a decomposition")
-        tapes, post = qml.transforms.decompose(
-            tape,
-            gate_set=gate_set,
-            fixed_decomps=dict(ruleset.fixed) or None,
-            alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
-            strict=False,
-        )
+        try:
+            tapes, post = qml.transforms.decompose(
+                tape,
+                gate_set=gate_set,
+                fixed_decomps=dict(ruleset.fixed) or None,
+                alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
+                strict=False,
+            )
+        except RecursionError:  # a rule whose result needs that rule again (a user's rule for RX that returns RX)
+            users = sorted(name for name in ruleset.fixed if name not in exact_rules())
+            raise UnsupportedCircuitError(
+                "Lowering this circuit with its decomposition rules never ends: a rule's result needs a rule again"
+                + (f" (the rules given for {', '.join(users)})." if users else "."),
+                "give each rule a result in other gates (a rule for RX must not return RX), or leave that rule out.",
+            ) from None
     _refuse_unlowerable(tapes[0], ruleset, adjoint)
     return (_rebindable(tapes[0]),), post
 

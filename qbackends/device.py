@@ -18,6 +18,7 @@ from typing import Any
 
 from . import capabilities, devicestring, probe
 from .backend import Backend
+from .devicestring import AUTO
 from .errors import BackendUnavailableError, InsufficientMemoryError, QBackendsError, UnsupportedOptionError
 from .registry import Registry, get_registry
 
@@ -47,20 +48,22 @@ def facts_for(registry: Registry) -> probe.MachineFacts:
 
 
 def wire_count(wires: Any) -> int | None:
-    """The number of wires a request names: a non-negative integer (NumPy's too) or unique labels.
+    """The number of wires a request names: a positive integer (NumPy's too) or distinct labels, one or more.
 
     Raises:
-        UnsupportedOptionError: for a negative, huge, fractional or string count, or repeated labels.
+        UnsupportedOptionError: for no wires, a negative, huge, fractional or string count, or repeated labels.
     """
-    fix = "pass wires=n (a whole number up to 512) or a list of distinct labels, e.g. wires=['a', 'b']."
+    fix = "pass wires=n (a whole number from 1 to 512) or a list of distinct labels, e.g. wires=['a', 'b']."
     if wires is None:
         return None
     if isinstance(wires, bool) or isinstance(wires, (str, bytes)):
         raise UnsupportedOptionError(f"wires={wires!r} is not a number of wires or a list of labels.", fix)
     if isinstance(wires, numbers.Integral):
         count = int(wires)
-        if not 0 <= count <= MAX_WIRES:
-            raise UnsupportedOptionError(f"wires={count} is out of range (0 to {MAX_WIRES}).", fix)
+        if not 1 <= count <= MAX_WIRES:
+            raise UnsupportedOptionError(
+                f"wires={count} is out of range (1 to {MAX_WIRES}): a device has at least one wire.", fix
+            )
         return count
     if isinstance(wires, numbers.Number):
         raise UnsupportedOptionError(f"wires={wires!r} is not a whole number.", fix)
@@ -72,6 +75,8 @@ def wire_count(wires: Any) -> int | None:
         raise UnsupportedOptionError(f"wires={wires!r} is not a number of wires or a list of labels.", fix) from None
     if count > MAX_WIRES:  # before anything that reads every label
         raise UnsupportedOptionError(f"wires names {count} labels; at most {MAX_WIRES}.", fix)
+    if count == 0:
+        raise UnsupportedOptionError(f"wires={wires!r} names no wires; a device has at least one.", fix)
     try:
         counts = Counter(wires)
     except TypeError:
@@ -82,6 +87,37 @@ def wire_count(wires: Any) -> int | None:
     return count
 
 
+MAX_SHOTS = 10**8  # a run's samples: 8 bytes a shot and wire; more is a typo, not a simulation
+
+
+def check_shots(shots: Any) -> None:
+    """``shots``: None (analytic), a positive whole number, or a shot vector of them or of (shots, copies) pairs,
+    in all at most ``MAX_SHOTS``.
+
+    Raises:
+        UnsupportedOptionError: naming the value and what it takes.
+    """
+    if shots is None:
+        return
+    fix = f"pass shots=N (a whole number from 1 to {MAX_SHOTS}), a list of them, or leave shots out for analytic results."
+
+    def count(entry: Any) -> int:
+        if isinstance(entry, tuple) and len(entry) == 2:
+            return count(entry[0]) * count(entry[1])
+        if isinstance(entry, numbers.Integral) and not isinstance(entry, bool) and entry >= 1:
+            return int(entry)
+        raise UnsupportedOptionError(f"shots={shots!r:.80} is not a number of shots.", fix)
+
+    entries = list(shots) if isinstance(shots, (list, tuple)) and not (isinstance(shots, tuple) and len(shots) == 2) else [shots]
+    if not entries:
+        raise UnsupportedOptionError("shots=[] holds no shots.", fix)
+    total = 0
+    for entry in entries[: MAX_SHOTS + 1]:
+        total += count(entry)
+        if total > MAX_SHOTS:
+            raise UnsupportedOptionError(f"shots={shots!r:.80} asks for more than {MAX_SHOTS} shots.", fix)
+
+
 def check_request(
     precision: Any,
     diff_method: Any,
@@ -89,6 +125,7 @@ def check_request(
     fallback: Any = None,
     decompositions: Any = None,
     default_decompositions: Any = True,
+    shots: Any = None,
 ) -> None:
     """The options of ``get_device``/``choose`` other than the string and the wires, checked once at the boundary.
 
@@ -118,6 +155,11 @@ def check_request(
             f"decompositions={decompositions!r} is not a mapping of operator to rule.",
             "pass a dict, e.g. decompositions={'MultiRZ': qml.MultiRZ.compute_decomposition}.",
         )
+    check_shots(shots)
+    if decompositions:  # every key and rule, before any device (auto builds its candidates later)
+        from .decompositions import user_rules
+
+        user_rules(decompositions)
 
 
 @dataclass(frozen=True)
@@ -159,7 +201,13 @@ def candidates(
         return auto.without_circuit(registry, facts, wires)
     chain = [_naming_source(spec, lambda: registry.lookup(parsed))]
     for name in fallback or ():
-        backend = registry.lookup(devicestring.parse(name))
+        named = devicestring.parse(name)
+        if named.is_auto:
+            raise UnsupportedOptionError(
+                f"fallback={list(fallback or ())!r:.120} names auto, which is no one backend to fall back on.",
+                f"name backends there, e.g. fallback=['local:pennylane/lightning.qubit'], or pass {AUTO!r} as the device string.",
+            )
+        backend = registry.lookup(named)
         if backend not in chain:
             chain.append(backend)
     return chain
@@ -464,7 +512,7 @@ def get_device(
     Raises:
         QBackendsError: a typed subclass saying what is wrong and how to fix it.
     """
-    check_request(precision, diff_method, ignore_memory, fallback, decompositions, default_decompositions)
+    check_request(precision, diff_method, ignore_memory, fallback, decompositions, default_decompositions, options.get("shots"))
     registry = get_registry()
     if isinstance(wires, Iterator):  # a generator of labels is read once, here
         wires = list(itertools.islice(wires, MAX_WIRES + 1))

@@ -68,26 +68,22 @@ class JobEnvironment:
         return self.input_dir / name if self.input_dir else None
 
 
+MAX_HYPERPARAMETER_BYTES = 1 << 20
+HYPERPARAMETERS_FIX = 'write a JSON object such as {"layers": 2, "stepsize": 0.1}.'
+
+
 def read_hyperparameters(path: Path) -> dict[str, str]:
-    """A JSON object of hyperparameters. Braket passes every value as a string; so does this."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise WorkloadInputError(
-            f"Hyperparameter file {str(path)!r} cannot be read: {exc.strerror or exc}.",
-            'pass an existing JSON file, e.g. --hyperparameters hp.json containing {"layers": 2}.',
-        ) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WorkloadInputError(
-            f"Hyperparameter file {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
-            'write a JSON object such as {"layers": 2, "stepsize": 0.1}.',
-        ) from exc
+    """A JSON object of hyperparameters. Braket passes every value as a string; so does this.
+
+    Raises:
+        WorkloadInputError: the file cannot be read, is not UTF-8 JSON (``userfiles.read_json``), or holds no object.
+    """
+    from .userfiles import read_json
+
+    data = read_json(path, "Hyperparameter file", HYPERPARAMETERS_FIX, MAX_HYPERPARAMETER_BYTES)
     if not isinstance(data, dict):
         raise WorkloadInputError(
-            f"Hyperparameter file {str(path)!r} holds a JSON {type(data).__name__}, not an object.",
-            'write a JSON object such as {"layers": 2, "stepsize": 0.1}.',
+            f"Hyperparameter file {str(path)!r} holds a JSON {type(data).__name__}, not an object.", HYPERPARAMETERS_FIX
         )
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
 

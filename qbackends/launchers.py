@@ -207,9 +207,15 @@ def _whole(env: Mapping[str, str], name: str, default: int | None = None, least:
     text = env.get(name)
     if text is None and default is not None:
         return default
-    if text is None or not text.strip().isdigit() or int(text) < least:
+    if text is None:
+        raise EnvironmentSettingError(
+            f"{name} is not set, though variables a launcher sets with it are; a launcher sets them all together.",
+            "unset the launcher variables left from another run, or start the run with mpiexec, srun or torchrun as usual.",
+        )
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < least:
         raise EnvironmentSettingError(
             f"{name}={text!r} is not a whole number of {least} or more, as the launcher that set it writes.",
             f"unset {name}, or start the run with mpiexec, srun or torchrun as usual.",
         )
-    return int(text)
+    return int(digits)

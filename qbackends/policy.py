@@ -135,6 +135,15 @@ def qnn_device(
     return get_device(spec, wires=wires, diff_method=diff_method), diff_method
 
 
+def check_qnn_size(spec: str | None, wires: int, diff_method: str) -> None:
+    """What ``qnn_device`` would refuse at ``wires`` (a bad device string, no backend here that fits), found without
+    building anything: a sweep checks each of its sizes so before it trains any."""
+    from .device import choose
+
+    _, is_auto = _resolve(spec)
+    choose(spec, wires, diff_method="best" if is_auto and diff_method in ("adjoint", "best") else diff_method)
+
+
 # `qbackends run qnn` on batched.qubit, 2 cores, 3 epochs (2 at 16 wires; docs/benchmarks.md):
 # training samples/s with 1 and 2 local workers.
 WORKERS_MEASURED = "11,800 vs 4,600 samples/s at 4 wires, 5,800 vs 4,600 at 8, 1,450 vs 1,200 at 12, 69 vs 42 at 16"

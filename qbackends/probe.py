@@ -13,6 +13,7 @@ import mmap
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -42,6 +43,7 @@ class MachineFacts:
     amd_error: str = ""
     kokkos_space: str = ""  # "OpenMP", "Serial", "Threads", "CUDA", "HIP", or "" if not installed
     device_errors: dict[str, str] = field(default_factory=dict)  # device_name -> construction error
+    threads: dict[str, str] = field(default_factory=dict)  # the thread-count variables set here (THREAD_VARIABLES)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -242,6 +244,7 @@ def gather(distributions: tuple[str, ...]) -> MachineFacts:
         amd_gpus=amd,
         amd_error=amd_error,
         kokkos_space=kokkos_execution_space() if "pennylane-lightning-kokkos" in versions else "",
+        threads=thread_settings(),
     )
 
 
@@ -251,9 +254,19 @@ def _cached(distributions: tuple[str, ...]) -> MachineFacts:
 
 
 def machine_facts(distributions: tuple[str, ...]) -> MachineFacts:
-    """``gather``, cached per process (memory is read again each call: it changes)."""
+    """``gather``, cached per process (memory and the thread variables are read again each call: they change)."""
     facts = _cached(tuple(sorted(set(distributions))))
-    return MachineFacts(**{**facts.__dict__, "host_memory_available": host_memory_available()})
+    return MachineFacts(**{**facts.__dict__, "host_memory_available": host_memory_available(), "threads": thread_settings()})
+
+
+# What Kokkos' host builds (lightning.kokkos) start their thread team with, the first that is set.
+THREAD_VARIABLES = ("KOKKOS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def thread_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The thread-count variables set in ``environ`` (this process's by default), by name."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in THREAD_VARIABLES if name in env}
 
 
 def clear_cache() -> None:

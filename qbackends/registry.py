@@ -9,18 +9,20 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+import math
 import os
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, get_args
 
 import pluggy
 
 from . import hookspecs
-from .backend import Backend, RuleRegistration
-from .devicestring import DeviceSpec
+from .backend import Backend, Hardware, RuleRegistration
+from .devicestring import AUTO, AUTO_DEVICE, DeviceSpec
 from .errors import PluginError, UnknownBackendError
 
 log = logging.getLogger("qbackends")
@@ -169,7 +171,9 @@ def _rule_problem(registration: Any) -> str | None:
     if not isinstance(registration, RuleRegistration):
         return f"registered {registration!r}, not a qbackends.RuleRegistration"
     label = registration.name or registration.operator
-    if not (hasattr(qml.ops, registration.operator) or hasattr(qml, registration.operator)):
+    from .decompositions import pennylane_operator
+
+    if not isinstance(registration.operator, str) or pennylane_operator(registration.operator) is None:
         return f"registered rule {label!r} for {registration.operator!r}, which is not a PennyLane operator"
     if not hasattr(registration.rule, "compute_resources"):
         return f"registered rule {label!r} whose rule is not a qml.register_resources decomposition rule"
@@ -229,12 +233,69 @@ def build_registry(entry_points: Iterable[metadata.EntryPoint] | None = None, on
     return registry
 
 
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None and len(value) <= 100
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# What each field of a registered Backend must hold, in words for the plugin's author: a record that holds
+# anything else would fail later, in every command that lists or weighs it.
+_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "provider": (_name, "a name of letters, digits, '_', '-' and '.' (the <provider> of local:<provider>/<simulator>)"),
+    "simulator": (_name, "a name of letters, digits, '_', '-' and '.' (the <simulator> of local:<provider>/<simulator>)"),
+    "device_name": (_name, "the PennyLane name of the device, e.g. 'lightning.qubit'"),
+    "distribution": (_name, "the name of the PyPI distribution that provides the device"),
+    "hardware": (lambda v: v in get_args(Hardware), f"one of {', '.join(get_args(Hardware))}"),
+    "state_copies": (lambda v: v is None or (_number(v) and v > 0), "None or a positive, finite number"),
+    "dense_adjoint_observables": (lambda v: isinstance(v, bool), "True or False"),
+    "preference": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "min_auto_wires": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),
+    "description": (lambda v: isinstance(v, str), "a string"),
+    "capabilities_file": (
+        lambda v: v is None or (isinstance(v, tuple) and len(v) == 2 and all(isinstance(p, str) and p for p in v)),
+        "None or (distribution, path of its TOML inside it)",
+    ),
+    "extra": (lambda v: v is None or _name(v), "None or the name of a qbackends extra"),
+    "create": (lambda v: v is None or callable(v), "None or a factory create(wires, **options)"),
+    "options": (
+        lambda v: v is None or (isinstance(v, tuple) and all(isinstance(o, str) and o.isidentifier() for o in v)),
+        "None or a tuple of option names",
+    ),
+    "needs_shots": (lambda v: isinstance(v, bool), "True or False"),
+    "compilation": (
+        lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"[\w.]+:\w+", v) is not None),
+        "None or 'module:attribute' of its Compilation",
+    ),
+}
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def backend_problem(backend: Backend) -> str | None:
+    """What a registered Backend holds that it must not (in the plugin author's words), or None."""
+    for name, (valid, wanted) in _FIELDS.items():
+        value = getattr(backend, name)
+        if not valid(value):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
+            return f"whose {name} is {shown}; it must be {wanted}"
+    if backend.key in (f"qbackends/{AUTO}", f"qbackends/{AUTO_DEVICE}"):
+        return f"named {backend.device_string!r}, which is auto's own name"
+    return None
+
+
 def _add_backend(registry: Registry, plugin: str, backend: Backend) -> None:
     """Keep ``backend``, or record why not as the plugin's error; its other registrations still count."""
+    problem = backend_problem(backend) if isinstance(backend, Backend) else None
     if not isinstance(backend, Backend):
         refusal = PluginError(
-            f"Plugin {plugin!r} registered {backend!r}, not a qbackends.Backend.",
+            f"Plugin {plugin!r} registered {backend!r:.80}, not a qbackends.Backend.",
             "call register(Backend(provider=..., simulator=..., device_name=..., distribution=...)).",
+        )
+    elif problem is not None:
+        refusal = PluginError(
+            f"Plugin {plugin!r} registered a Backend {problem}.", "fix that field of the plugin's Backend(...); it is left out."
         )
     elif (owner := registry.owners.get(backend.key)) is not None:
         refusal = PluginError(

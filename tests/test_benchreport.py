@@ -82,7 +82,15 @@ def test_a_bad_price_is_refused_naming_the_backend(tmp_path, text, message):
         ),
         (b"prices = 3\n", "Price file {p}: prices must be a table, not 3." + PRICES_FIX),
         (b"prices = [1]\n", "Price file {p}: prices must be a table, not a list." + PRICES_FIX),
-        (b"\xff\xfe\x00", "Price file {p} cannot be decoded as UTF-8 text (byte 0xff at offset 0)." + PRICES_FIX),
+        (
+            b"\xff\xfe\x00",
+            "Price file {p} is not UTF-8 text (it starts with a UTF-16 byte-order mark)."
+            + PRICES_FIX.replace("Fix: ", "Fix: save it as UTF-8; "),
+        ),
+        (
+            b"\x80abc",
+            "Price file {p} is not UTF-8 text (byte 0x80 at offset 0)." + PRICES_FIX.replace("Fix: ", "Fix: save it as UTF-8; "),
+        ),
         (b"a = " + b"[" * 100000 + b"]" * 100000, "Price file {p} is nested too deeply to be a price file." + PRICES_FIX),
     ],
 )
@@ -150,10 +158,14 @@ def test_a_bad_entry_is_refused_naming_its_index_and_name(tmp_path, entry, probl
             "Benchmark results {p}: entry 0 must be an object, not 1. "
             "Fix: remove that entry, or pass the file written by pytest --benchmark-json=FILE.",
         ),
-        (b"\xff\xfe\x00", "Benchmark results {p} cannot be decoded as UTF-8 text (byte 0xff at offset 0)." + RESULTS_FIX),
+        (
+            b"\xff\xfe\x00",
+            "Benchmark results file {p} is not UTF-8 text (it starts with a UTF-16 byte-order mark)."
+            + RESULTS_FIX.replace("Fix: ", "Fix: save it as UTF-8; "),
+        ),
         (
             b'{"benchmarks": ' + b"[" * 100000 + b"]" * 100000 + b"}",
-            "Benchmark results {p} are nested too deeply to be a pytest-benchmark results file." + RESULTS_FIX,
+            "Benchmark results file {p} is nested 100001 levels deep; qbackends reads JSON of up to 64." + RESULTS_FIX,
         ),
         (b'{"foo": 1}', "{p} is not a pytest-benchmark results file (no 'benchmarks' list)." + RESULTS_FIX),
     ],

@@ -152,8 +152,11 @@ def test_bad_wires_do_not_disable_a_backend():
 @pytest.mark.parametrize(
     ("wires", "message"),
     [
-        (-1, "wires=-1 is out of range (0 to 512)"),
-        (1_000_000_000, "wires=1000000000 is out of range (0 to 512)"),
+        (-1, "wires=-1 is out of range (1 to 512): a device has at least one wire."),
+        (0, "wires=0 is out of range (1 to 512): a device has at least one wire."),
+        ([], "wires=[] names no wires; a device has at least one."),
+        ((), "wires=() names no wires; a device has at least one."),
+        (1_000_000_000, "wires=1000000000 is out of range (1 to 512)"),
         ("4", "wires='4' is not a number of wires or a list of labels"),
         (1.5, "wires=1.5 is not a whole number"),
         (True, "wires=True is not a number of wires or a list of labels"),

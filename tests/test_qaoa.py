@@ -220,19 +220,19 @@ def test_a_checkpoint_of_the_layout_before_schemas_resumes(tmp_path):
     path.write_text(json.dumps(data))
     resumed = qaoa.run(config, "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
     np.testing.assert_allclose(resumed["costs"], uninterrupted["costs"], atol=1e-12, rtol=0)
-    assert json.loads(path.read_text())["run"]["schema"] == 1
+    assert json.loads(path.read_text())["run"]["schema"] == 2
 
 
 def test_a_checkpoint_of_a_newer_schema_is_refused_typed(tmp_path):
     qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path)
     path = tmp_path / qaoa.CHECKPOINT_FILE
     data = json.loads(path.read_text())
-    data["run"]["schema"] = 2
+    data["run"]["schema"] = 3
     path.write_text(json.dumps(data))
     with pytest.raises(CheckpointError) as refused:
         qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=3), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
     assert str(refused.value) == (
-        f"Checkpoint {str(path)!r} is of schema 2; this qbackends reads schemas up to 1. Fix: resume it with the "
+        f"Checkpoint {str(path)!r} is of schema 3; this qbackends reads schemas up to 2. Fix: resume it with the "
         "qbackends that wrote it, or pass another --results-dir (or --checkpoint-dir) to start a new run beside it."
     )
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qbackends import checkpoint
 from qbackends.errors import WorkloadInputError
 from qbackends.workloads import qnn, sonar
+from qbackends.workloads.qnn import checkpoint as qnn_checkpoint
 
 SMALL = dict(nwires=4, ndata=64, batch_size=8, epochs=1)
 
@@ -329,6 +331,7 @@ def test_a_checkpoint_with_wrong_shapes_is_refused_typed(tmp_path):
     state = torch.load(path, weights_only=True)
     name = next(iter(state["model"]))
     state["model"][name] = torch.zeros(7, 7, dtype=torch.float64)
+    state["seal"] = checkpoint.seal(qnn_checkpoint.progress_of(state))  # as if written so, not edited after
     torch.save(state, path)
     with pytest.raises(WorkloadInputError, match=r"is corrupt: Error\(s\) in loading state_dict"):
         qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
@@ -435,6 +438,7 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path):
     path = tmp_path / qnn.CHECKPOINT_FILE
     state = torch.load(path, weights_only=True)
     state["model"]["post.weight"] = torch.full_like(state["model"]["post.weight"], 1e308)  # finite, but the loss overflows
+    state["seal"] = checkpoint.seal(qnn_checkpoint.progress_of(state))
     torch.save(state, path)
     before = path.read_bytes()
     with pytest.raises(WorkloadInputError) as diverged:

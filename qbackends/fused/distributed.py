@@ -17,6 +17,7 @@ diagonal blocks) with one expectation of a sum of Z products, values and adjoint
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -348,6 +349,8 @@ def end_job(say: Callable[[], int]) -> None:
     code = say()
     sys.stdout.flush()
     sys.stderr.flush()
+    quiet = os.open(os.devnull, os.O_WRONLY)  # MPICH's own "Abort(2) on node 0 ..." lines would follow the one line said
+    os.dup2(quiet, sys.stderr.fileno())
     MPI.COMM_WORLD.Abort(code or 1)
 
 

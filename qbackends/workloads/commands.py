@@ -212,6 +212,7 @@ def _sweep_qnn(args: argparse.Namespace) -> int:
     configs = [_qnn_config(args, n) for n in counts]
     for config in configs:
         config.validate()
+    _check_sizes(args, configs)
     rows = []
     for config in configs:
         start = time.perf_counter()
@@ -246,6 +247,23 @@ def _sweep_qnn(args: argparse.Namespace) -> int:
     except ImportError:
         print("plot skipped: matplotlib is not installed (pip install 'qbackends[plot]')")
     return 0
+
+
+def _check_sizes(args: argparse.Namespace, configs: list[Any]) -> None:
+    """Every size of the sweep runs here, checked before the first trains: a refusal names the size."""
+    from ..errors import QBackendsError
+    from ..policy import check_qnn_size
+
+    for config in configs:
+        try:
+            check_qnn_size(args.device, config.nwires, config.diff_method)
+        except QBackendsError as exc:
+            if type(exc).__init__ is not QBackendsError.__init__:  # a type with more fields than message and fix
+                raise
+            raise type(exc)(
+                f"--nwires {args.nwires}, size {config.nwires}: {exc.message} Nothing was trained.",
+                exc.fix,
+            ) from exc
 
 
 def _plot_sweep(rows: list[dict[str, Any]], path: Path) -> Path:

@@ -41,18 +41,9 @@ def load(path: str | Path | None = None) -> Dataset:
                 f"The shipped Sonar data has shape {data.features.shape}, not (208, 60).", "reinstall qbackends."
             )
         return data
-    try:
-        if Path(path).stat().st_size > MAX_DATA_BYTES:
-            raise WorkloadInputError(f"Data file {str(path)!r} is over {MAX_DATA_BYTES} bytes.", "pass a smaller CSV file.")
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadInputError(
-            f"Data file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing CSV file."
-        ) from exc
-    except UnicodeDecodeError:
-        raise WorkloadInputError(
-            f"Data file {str(path)!r} is not UTF-8 text.", "pass a CSV file: features then an M/R label on each line."
-        ) from None
+    from ..userfiles import read_text
+
+    text = read_text(path, "Data file", "pass a CSV file: features then an M/R label on each line.", MAX_DATA_BYTES)
     return parse(text, str(path))
 
 

@@ -41,11 +41,39 @@ def calibration_step(device_string: str, wires: int) -> Callable[[], Any]:
     from autograd import value_and_grad
 
     from ...device import get_device
+    from ...gradients import check
 
     graph = random_graph(wires, int(1.5 * wires), 1967)
-    run = value_and_grad(energy_function(get_device(device_string, wires=wires), graph, 2))
     params = qml.numpy.array(np.full((2, 2), 0.3), requires_grad=True)
+    device = get_device(device_string, wires=wires)
+    check(device, energy_tape(graph, 2, params), "adjoint", "autograd", lambda *_: "time it with --workload circuits")
+    run = value_and_grad(energy_function(device, graph, 2))
     return lambda: run(params)
+
+
+def _measured(graph: Graph, layers: int, formulation: str) -> tuple[Callable[[Any], Any], float]:
+    """The energy's quantum function of params[2, layers] (it returns the expectation it measures) and the
+    constant added to that expectation."""
+    import pennylane as qml
+
+    ansatz = circuit(graph, layers, formulation)
+    if formulation == "fast":
+        observable, offset = zz_hamiltonian(graph), -0.5 * sum(w for *_, w in graph.edges)
+    else:
+        observable, offset = cost_hamiltonian(graph), 0.0
+
+    def expectation(params: Any) -> Any:
+        ansatz(params)
+        return qml.expval(observable)
+
+    return expectation, offset
+
+
+def energy_tape(graph: Graph, layers: int, params: Any, formulation: str = "fast") -> Any:
+    """The energy's circuit at ``params`` as a tape: what a device is asked about before a QNode is made on it."""
+    import pennylane as qml
+
+    return qml.tape.make_qscript(_measured(graph, layers, formulation)[0])(params)
 
 
 def energy_function(device: Any, graph: Graph, layers: int, formulation: str = "fast", diff_method: str = "adjoint") -> Any:
@@ -57,22 +85,14 @@ def energy_function(device: Any, graph: Graph, layers: int, formulation: str = "
     """
     import pennylane as qml
 
-    ansatz = circuit(graph, layers, formulation)
-    if formulation == "fast":
-        observable, offset = zz_hamiltonian(graph), -0.5 * sum(w for *_, w in graph.edges)
-    else:
-        observable, offset = cost_hamiltonian(graph), 0.0
-
-    @qml.qnode(device, diff_method=diff_method)
-    def expectation(params: Any) -> Any:
-        ansatz(params)
-        return qml.expval(observable)
+    measured, offset = _measured(graph, layers, formulation)
+    expectation = qml.qnode(device, diff_method=diff_method)(measured)
 
     def energy(params: Any) -> Any:
         return expectation(params) + offset
 
     energy.qnode = expectation  # type: ignore[attr-defined]
-    energy.ansatz = ansatz  # type: ignore[attr-defined]
+    energy.ansatz = circuit(graph, layers, formulation)  # type: ignore[attr-defined]
     return energy
 
 

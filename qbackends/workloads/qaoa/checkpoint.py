@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ... import checkpoint as run_checkpoint
-from ...checkpoint import Inputs, RunIdentity, corrupt, further_along, unreadable
+from ...checkpoint import Inputs, RunIdentity, check_seal, corrupt, further_along, seal, unreadable
 from ...storage import atomic_write_json
 from .config import Config
 from .graph import Graph
@@ -43,7 +43,8 @@ def identity(config: Config, graph: Graph, device: str, ranks: int | None = None
 
 
 def save(path: Path, config: Config, run: RunIdentity, progress: Progress) -> None:
-    atomic_write_json(path, {"config": asdict(config), "run": run.record(), "progress": asdict(progress)})
+    done = asdict(progress)
+    atomic_write_json(path, {"config": asdict(config), "run": run.record(), "progress": done, "seal": seal(done)})
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -58,13 +59,28 @@ def read(path: Path) -> dict[str, Any]:
 def progress(path: Path, state: dict[str, Any], config: Config, run: RunIdentity) -> Progress:
     """The progress of a checkpoint of exactly this run, checked field by field; anything else is refused by name."""
     run_checkpoint.check(path, state, run)
-    try:
-        p = state["progress"]
-        done = Progress(p["iteration"], p["params"], p["costs"], p["seconds"], OptimizerState(**p["optimizer"]))
-    except (KeyError, TypeError) as exc:
-        raise unreadable(path, exc) from exc
+    p = state.get("progress")
+    entries = ("iteration", "params", "costs", "seconds", "optimizer")
+    if not isinstance(p, dict) or any(k not in p for k in entries):
+        raise unreadable(path, f"its progress holds no {', '.join(entries)}")
+    if not isinstance(p["optimizer"], dict) or set(p["optimizer"]) != {"step", "m", "v"}:
+        raise unreadable(path, "its optimizer state is not the step and the m and v moments")
+    done = Progress(p["iteration"], p["params"], p["costs"], p["seconds"], OptimizerState(**p["optimizer"]))
     _check(path, done, config)
-    return done
+    check_seal(path, state, p)
+    if done.iteration > config.iterations:  # a sound checkpoint, further along than asked
+        raise further_along(path, done.iteration, config.iterations, "iterations", "--iterations")
+    return Progress(  # JSON's integers as the floats they stand for
+        done.iteration,
+        [_floats(row) for row in done.params],
+        _floats(done.costs),
+        _floats(done.seconds),
+        OptimizerState(done.optimizer.step, _floats(done.optimizer.m), _floats(done.optimizer.v)),
+    )
+
+
+def _floats(values: list[Any]) -> list[float]:
+    return [float(v) for v in values]
 
 
 def _check(path: Path, progress: Progress, config: Config) -> None:
@@ -82,11 +98,19 @@ def _check(path: Path, progress: Progress, config: Config) -> None:
         params = np.asarray(progress.params, dtype=float)
         numbers = np.asarray(progress.costs + progress.seconds, dtype=float)
         moments = np.asarray(progress.optimizer.m + progress.optimizer.v, dtype=float)
-    except (TypeError, ValueError):
-        raise corrupt(path, "a value is not a number") from None
+    except (TypeError, ValueError, OverflowError):
+        raise corrupt(path, "a value is not a number (or is beyond what a float holds)") from None
     if params.shape != (2, config.layers):
         raise corrupt(path, f"parameters of shape {params.shape}, not (2, {config.layers})")
+    step = progress.optimizer.step
+    if not isinstance(step, int) or isinstance(step, bool) or step != n:  # one optimizer step per iteration
+        raise corrupt(path, f"its optimizer took {step!r} steps in {n} iterations")
+    expected = 0 if n == 0 or config.optimizer == "gd" else params.size  # Adam's, one per parameter; none before a step
+    for name in ("m", "v"):
+        values = getattr(progress.optimizer, name)
+        if len(values) != expected:
+            raise corrupt(path, f"its optimizer holds {len(values)} {name} moments, not {expected}")
+    if any(v < 0 for v in progress.optimizer.v):
+        raise corrupt(path, "a second moment of its optimizer is negative")
     if not (np.isfinite(params).all() and np.isfinite(numbers).all() and np.isfinite(moments).all()):
         raise corrupt(path, "a parameter, cost or optimizer moment is not finite")
-    if n > config.iterations:  # a sound checkpoint, further along than asked
-        raise further_along(path, n, config.iterations, "iterations", "--iterations")

@@ -49,21 +49,10 @@ def random_graph(nodes: int, edges: int, seed: int) -> Graph:
 
 def read_edge_list(path: str | Path) -> Graph:
     """Lines ``u v [weight]``; ``#`` starts a comment. Nodes are integers from 0."""
-    try:
-        if Path(path).stat().st_size > MAX_GRAPH_FILE_BYTES:
-            raise WorkloadInputError(
-                f"Graph file {str(path)!r} is over {MAX_GRAPH_FILE_BYTES} bytes; a graph qbackends can simulate is far smaller.",
-                "pass an edge list of at most a few hundred edges.",
-            )
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise WorkloadInputError(
-            f"Graph file {str(path)!r} cannot be read: {exc.strerror or exc}.", "pass an existing edge-list file."
-        ) from exc
-    except UnicodeDecodeError:
-        raise WorkloadInputError(
-            f"Graph file {str(path)!r} is not UTF-8 text.", "pass a text file with one edge per line: 'u v' or 'u v weight'."
-        ) from None
+    from ...userfiles import read_text
+
+    fix = "pass a text file of at most a few hundred edges, one per line: 'u v' or 'u v weight'."
+    lines = read_text(path, "Graph file", fix, MAX_GRAPH_FILE_BYTES).splitlines()
     edges: dict[tuple[int, int], float] = {}
     for number, line in enumerate(lines, start=1):
         fields = line.split("#", 1)[0].split()

@@ -11,9 +11,10 @@ import numpy as np
 
 from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
+from ...gradients import check as check_gradient
 from ...policy import qaoa_device as workload_device  # the device this QAOA run uses
 from . import checkpoint as checkpoints
-from .ansatz import energy_function
+from .ansatz import energy_function, energy_tape
 from .checkpoint import Progress
 from .config import Config
 from .graph import Graph, random_graph, read_edge_list
@@ -62,9 +63,11 @@ def run(
     shared = _ranks(dev) if mpi else None
     ranks = shared.size if shared is not None else None
     writes = shared is None or shared.rank == 0
+    start_params = pnp.array(initial_params(config), requires_grad=True)
+    tape = energy_tape(graph, config.layers, start_params, config.formulation)
+    check_gradient(dev, tape, config.diff_method, "autograd", _option)
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
-    start_params = pnp.array(initial_params(config), requires_grad=True)
     device_name = backend_name(dev, energy.qnode, start_params, config.diff_method)
     identity = checkpoints.identity(config, graph, device_name, ranks)
     if state is not None and checkpoint is not None:
@@ -100,6 +103,10 @@ def run(
     else:
         best = most_probable_index(np.asarray(probabilities(params)))
     return results(config, graph, device_name, progress, final_energy=final_energy, most_probable=best)
+
+
+def _option(name: str, value: str) -> str:
+    return f"pass --{name.replace('_', '-')} {value}"
 
 
 def _saved_state(checkpoint: Path | None, resume: bool, mpi: bool) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import checkpoint as run_checkpoint
-from ...checkpoint import Inputs, RunIdentity, corrupt, further_along, unreadable
+from ...checkpoint import Inputs, RunIdentity, check_seal, corrupt, further_along, seal, unreadable
 from ...storage import atomic_write
 
 if TYPE_CHECKING:
@@ -48,9 +48,15 @@ def save(
         "best": best,
         "since_best": since_best,
     }
+    state["seal"] = seal(progress_of(state))
     buffer = io.BytesIO()
     torch.save(state, buffer)
     atomic_write(path, lambda fh: fh.write(buffer.getvalue()))
+
+
+def progress_of(state: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint's seal covers: all but its settings, its run record and the seal itself."""
+    return {k: v for k, v in state.items() if k not in ("config", "run", "seal")}
 
 
 def history_from(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,5 +108,6 @@ def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
         raise corrupt(path, "the model's weights are missing")
     if not all(bool(torch.isfinite(t).all()) for t in weights.values()):
         raise corrupt(path, "a model weight is not finite")
+    check_seal(path, state, progress_of(state))
     if epoch > config.epochs:  # a sound checkpoint, further along than asked
         raise further_along(path, epoch, config.epochs, "epochs", "--epochs")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import QBackendsError, WorkloadInputError
+from ...probe import cpu_cores
 from ...storage import atomic_write_json
 from .training import RESULTS_FILE, Config, Context, hyperparameter, init_distributed, option, train
 
@@ -131,7 +132,7 @@ def launch(
     )
     # One OpenMP thread team per worker, sharing the cores: oversubscription stalls the all-reduce.
     workers_env = {
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers)),
+        "OMP_NUM_THREADS": str(max(1, cpu_cores() // workers)),  # of the cores this process may use
         "PYTHONWARNINGS": "ignore::UserWarning:multiprocessing.resource_tracker",
     }
     try:

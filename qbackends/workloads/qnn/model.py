@@ -12,13 +12,12 @@ from typing import Any
 RANGES = (1, 3)
 
 
-def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any:
-    """The TorchLayer: AngleEmbedding, two entangling blocks, a final Rot on wire 0, <Z0>."""
+def layer_circuit(nwires: int) -> Any:
+    """The quantum layer's circuit: a quantum function of (inputs, block_rot, block_crot, final_rot) returning <Z0>."""
     import pennylane as qml
 
     wires = list(range(nwires))
 
-    @qml.qnode(device, interface="torch", diff_method=diff_method)
     def circuit(inputs: Any, block_rot: Any, block_crot: Any, final_rot: Any) -> Any:
         qml.AngleEmbedding(inputs, wires=wires)
         for block, distance in enumerate(RANGES):
@@ -31,10 +30,32 @@ def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any
         qml.Rot(*final_rot, wires=0)
         return qml.expval(qml.PauliZ(0))
 
-    shapes = {"block_rot": (len(RANGES), nwires, 3), "block_crot": (len(RANGES), nwires, 3), "final_rot": (3,)}
+    return circuit
+
+
+def weight_shapes(nwires: int) -> dict[str, tuple[int, ...]]:
+    return {"block_rot": (len(RANGES), nwires, 3), "block_crot": (len(RANGES), nwires, 3), "final_rot": (3,)}
+
+
+def layer_tape(nwires: int, diff_method: str) -> Any:
+    """The layer's circuit on a minibatch of two rows (one row where the layer runs its rows one by one), as a
+    tape: what a device is asked about before a QNode is made on it."""
+    import numpy as np
+    import pennylane as qml
+
+    rows = (2, nwires) if diff_method in BROADCAST_GRADIENTS else (nwires,)
+    weights = {name: np.full(shape, 0.1) for name, shape in weight_shapes(nwires).items()}
+    return qml.tape.make_qscript(layer_circuit(nwires))(np.full(rows, 0.2), **weights)
+
+
+def quantum_layer(nwires: int, device: Any, diff_method: str = "adjoint") -> Any:
+    """The TorchLayer: AngleEmbedding, two entangling blocks, a final Rot on wire 0, <Z0>."""
+    import pennylane as qml
+
+    circuit = qml.qnode(device, interface="torch", diff_method=diff_method)(layer_circuit(nwires))
     if diff_method not in BROADCAST_GRADIENTS:
-        return _per_sample_layer(qml.qnn.TorchLayer)(circuit, shapes)
-    return _layer_class()(circuit, shapes)
+        return _per_sample_layer(qml.qnn.TorchLayer)(circuit, weight_shapes(nwires))
+    return _layer_class()(circuit, weight_shapes(nwires))
 
 
 def _layer_class() -> Any:
@@ -92,10 +113,13 @@ def calibration_step(device_string: str, wires: int) -> Any:
     import torch
 
     from ...device import get_device
+    from ...gradients import check
     from ...policy import qnn_diff_method
 
     method = qnn_diff_method(device_string)
-    layer = quantum_layer(wires, get_device(device_string, wires=wires, diff_method=method), method).double()
+    device = get_device(device_string, wires=wires, diff_method=method)
+    check(device, layer_tape(wires, method), method, "torch", lambda *_: "time it with --workload circuits")
+    layer = quantum_layer(wires, device, method).double()
     inputs = torch.rand(16, wires, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
 
     def step() -> None:

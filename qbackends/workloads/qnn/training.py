@@ -23,9 +23,10 @@ import numpy as np
 from ...capabilities import DIFF_METHODS
 from ...checkpoint import corrupt, recorded_device
 from ...errors import WorkloadInputError
+from ...gradients import check as check_gradient
 from .. import sonar
 from . import checkpoint as checkpoints
-from .model import build_model
+from .model import build_model, layer_tape
 
 RESULTS_FILE = "qnn-results.json"
 PHASES = ("data", "classical", "quantum", "backward", "allreduce")
@@ -67,6 +68,7 @@ class Config:
     def validate(self, spell: Callable[[str, str], str] = option) -> None:
         """Refuse a setting no run can use, naming it; ``spell(name, value)`` words the fix (``option``
         for the CLI, ``hyperparameter`` for a job)."""
+        self._check_types(spell)
         checks = [
             (self.nwires >= 1, f"nwires={self.nwires} must be at least 1", spell("nwires", "1 or more")),
             (self.batch_size >= 1, f"batch_size={self.batch_size} must be at least 1", spell("batch_size", "1 or more")),
@@ -111,6 +113,28 @@ class Config:
         for ok, message, fix in checks:
             if not ok:
                 raise WorkloadInputError(message + ".", fix + ".")
+
+    def _check_types(self, spell: Callable[[str, str], str]) -> None:
+        """Each setting of the type its checks compare (a number, not None or text), before any comparison."""
+        for name in ("nwires", "ndata", "batch_size", "epochs", "seed", "patience"):
+            value = getattr(self, name)
+            if (value is None and name == "patience") or (isinstance(value, int) and not isinstance(value, bool)):
+                continue
+            raise WorkloadInputError(f"{name}={value!r:.60} is not a whole number.", spell(name, "a whole number") + ".")
+        for name in ("lr", "gamma", "margin", "test_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise WorkloadInputError(f"{name}={value!r:.60} is not a number.", spell(name, "a number") + ".")
+        if not isinstance(self.scale_lr, bool):
+            raise WorkloadInputError(
+                f"scale_lr={self.scale_lr!r:.60} is not true or false.", spell("scale_lr", "true or false") + "."
+            )
+        if not isinstance(self.diff_method, str):
+            raise WorkloadInputError(
+                f"diff_method={self.diff_method!r:.60} is not a name.", spell("diff_method", "adjoint") + "."
+            )
+        if self.data is not None and not isinstance(self.data, (str, os.PathLike)):
+            raise WorkloadInputError(f"data={self.data!r:.60} is not a file's path.", spell("data", "a CSV file's path") + ".")
 
 
 # ---- distributed context ----------------------------------------------------------------------
@@ -224,6 +248,7 @@ def train(
     _seed_everything(config.seed)
     steps = config.epochs * math.ceil(len(train_idx) / ctx.world / local_batch)  # minibatches, for auto
     qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state), steps=steps)
+    check_gradient(qdev, layer_tape(config.nwires, diff_method), diff_method, "torch", option)
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     device_name = _settled(qdev, model, config.nwires, local_batch)
     advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))

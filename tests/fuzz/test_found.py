@@ -1,0 +1,200 @@
+"""What the fuzzer found, each shrunk example as a plain test: every one ended in an untyped exception, a silent
+acceptance, a second line or another run, and now answers as the boundary promises."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qbackends import Backend, auto, calibration, get_device, launchers
+from qbackends.errors import (
+    CheckpointError,
+    DeviceStringError,
+    EnvironmentSettingError,
+    UnsupportedOptionError,
+    WorkloadInputError,
+)
+from qbackends.probe import MachineFacts
+from qbackends.registry import build_registry
+from qbackends.workloads import qaoa, qnn
+
+from .sandbox import run
+from .test_fuzz_devices import _EntryPoint, _Plugin
+
+
+@pytest.mark.parametrize(
+    ("record", "error"),
+    [
+        (
+            Backend("0", None, None, ""),
+            "PluginError: Plugin 'fuzzed' registered a Backend whose simulator is None; it must be a name of letters, "
+            "digits, '_', '-' and '.' (the <simulator> of local:<provider>/<simulator>).",
+        ),
+        (
+            Backend("a", "b", "default.qubit", "pennylane", state_copies=float("nan")),
+            "PluginError: Plugin 'fuzzed' registered a Backend whose state_copies is nan; it must be None or a positive, "
+            "finite number.",
+        ),
+        (
+            Backend("a", "b", "default.qubit", "pennylane", options=["shots"]),  # unhashable: every cache keyed by it broke
+            "PluginError: Plugin 'fuzzed' registered a Backend whose options is ['shots']; it must be None or a tuple of "
+            "option names.",
+        ),
+        (
+            Backend("qbackends", "auto", "default.qubit", "pennylane"),
+            "PluginError: Plugin 'fuzzed' registered a Backend named 'local:qbackends/auto', which is auto's own name.",
+        ),
+    ],
+)
+def test_a_backend_record_a_plugin_gets_wrong_is_that_plugins_error(record, error):
+    installed = list(metadata.entry_points(group="qbackends"))
+    registry = build_registry([*installed, _EntryPoint(_Plugin([record]))])
+    assert [f.error for f in registry.failures if f.plugin == "fuzzed"] == [
+        error + " Fix: fix that field of the plugin's Backend(...); it is left out."
+    ]
+    assert "pennylane/lightning.qubit" in registry.backends
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shots": 0}, "shots=0 is not a number of shots."),  # auto took it, then the first circuit raised ValueError
+        ({"shots": 2**70}, "shots=1180591620717411303424 asks for more than 100000000 shots."),
+        ({"shots": []}, "shots=[] holds no shots."),
+        ({"expected_steps": 0}, "expected_steps=0 is not a number of steps; auto spreads one-time costs over them."),
+        ({"exclude": 3}, "exclude=3 is not a list of device strings."),
+        ({"fallback": ["auto"]}, "fallback=['auto'] names auto, which is no one backend to fall back on."),
+    ],
+)
+def test_options_auto_once_took_and_failed_on_later_are_refused_at_get_device(options, message):
+    spec = "lightning.qubit" if "fallback" in options else "auto"
+    with pytest.raises(UnsupportedOptionError) as err:
+        get_device(spec, wires=1, **options)
+    assert err.value.message == message and err.value.fix
+
+
+def test_a_launcher_variable_left_unset_beside_its_companions_is_said_so():
+    with pytest.raises(EnvironmentSettingError) as err:
+        launchers.from_environment({"OMPI_COMM_WORLD_RANK": "0"})
+    assert err.value.message == (
+        "OMPI_COMM_WORLD_SIZE is not set, though variables a launcher sets with it are; a launcher sets them all together."
+    )
+    with pytest.raises(EnvironmentSettingError, match=r"^PMI_SIZE='²' is not a whole number"):  # int('²') raised ValueError
+        launchers.from_environment({"PMI_RANK": "0", "PMI_SIZE": "²"})
+
+
+def test_a_bad_exclusion_names_the_variable_it_came_from():
+    with pytest.raises(DeviceStringError) as err:
+        auto.excluded({auto.EXCLUDE_ENV: ":"})
+    assert err.value.message.endswith("(in QBACKENDS_AUTO_EXCLUDE).")
+
+
+def test_a_profile_path_that_names_no_file_is_warned_of_not_raised(caplog):
+    facts = MachineFacts(host_memory_available=1 << 30, cores=2)
+    with caplog.at_level(logging.WARNING, logger="qbackends"):
+        assert calibration.load_profile(facts, Path("a" * 300)) is None  # OSError: File name too long
+    assert "File name too long" in caplog.text and "set QBACKENDS_PROFILE to a file's path" in caplog.text
+
+
+QAOA_RUN = qaoa.Config(nodes=4, edges=4, layers=1, iterations=3, seed=5)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: p["optimizer"].update(step=-2), "its optimizer took -2 steps in 2 iterations"),  # math domain error
+        (lambda p: p["optimizer"].update(step=None), "its optimizer took None steps in 2 iterations"),  # TypeError
+        (lambda p: p["optimizer"]["v"].append(0.1), "its optimizer holds 3 v moments, not 2"),  # cannot reshape
+        (lambda p: p["optimizer"]["v"].__setitem__(0, -1.0), "a second moment of its optimizer is negative"),
+        (lambda p: p["costs"].__setitem__(0, 10**400), "a value is not a number (or is beyond what a float holds)"),
+        (
+            lambda p: p["params"][0].__setitem__(0, p["params"][0][0] + 1),
+            "its progress is not what was saved",
+        ),  # resumed as another run
+    ],
+)
+def test_an_edited_qaoa_checkpoint_is_refused_not_resumed_as_another_run(tmp_path, edit, message):
+    qaoa.run(qaoa.Config(**{**QAOA_RUN.__dict__, "iterations": 2}), "default.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qaoa.CHECKPOINT_FILE
+    state = json.loads(path.read_text())
+    edit(state["progress"])
+    text = json.dumps(state)
+    path.write_text(text)
+    with pytest.raises(CheckpointError) as err:
+        qaoa.run(QAOA_RUN, "default.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert message in err.value.message and path.read_text() == text
+
+
+def test_an_edited_qnn_checkpoint_is_refused(tmp_path):
+    import torch
+
+    config = qnn.Config(nwires=2, ndata=12, batch_size=4, epochs=1, seed=3)
+    qnn.train(config, "default.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qnn.CHECKPOINT_FILE
+    state = torch.load(path, weights_only=True)
+    state["best"] = 0.99
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    path.write_bytes(buffer.getvalue())
+    with pytest.raises(
+        CheckpointError, match=r"is corrupt: its progress is not what was saved \(the file was edited or damaged\)"
+    ):
+        qnn.train(qnn.Config(**{**config.__dict__, "epochs": 2}), "default.qubit", checkpoint_dir=tmp_path, resume=True)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"epochs": None}, "epochs=None is not a whole number."),  # TypeError: '>=' not supported
+        ({"seed": 0.0}, "seed=0.0 is not a whole number."),  # TypeError in SeedSequence
+        ({"lr": "0.1"}, "lr='0.1' is not a number."),
+    ],
+)
+def test_qnn_settings_of_the_wrong_type_are_refused_by_name(settings, message):
+    with pytest.raises(WorkloadInputError) as err:
+        qnn.train(qnn.Config(**{"nwires": 2, "ndata": 8, "epochs": 1, **settings}), "default.qubit")
+    assert err.value.message == message
+
+
+def test_a_refused_argument_is_one_line_naming_the_help_to_read():
+    outcome = run(["run", "qaoa", "--nodes", "x"])
+    assert outcome.code == 2 and outcome.err.splitlines() == [
+        "qbackends: error: run qaoa: argument --nodes: invalid int value: 'x'. Fix: `qbackends run qaoa --help` lists "
+        "what it takes."
+    ]
+
+
+def test_a_seal_covers_tensors_by_value():
+    import torch
+
+    from qbackends.checkpoint import seal
+
+    assert seal({"w": torch.zeros(2)}) == seal({"w": torch.zeros(2)}) != seal({"w": torch.zeros(3)})
+    assert seal({"w": np.zeros(2)}) != seal({"w": np.zeros(2, dtype=np.float32)})
+    assert seal([1, 2.0]) != seal([1.0, 2.0])
+
+
+def test_a_rule_whose_result_needs_itself_is_refused_as_it_runs():
+    import pennylane as qml
+
+    dev = get_device("lightning.qubit", wires=1, decompositions={"RX": lambda phi, wires: [qml.RX(phi, wires)]})
+
+    @qml.qnode(dev)
+    def circuit():
+        qml.RX(0.3, 0)
+        return qml.expval(qml.Z(0))
+
+    from qbackends.errors import UnsupportedCircuitError
+
+    with pytest.raises(UnsupportedCircuitError) as err:  # RecursionError, from deep in PennyLane's graph
+        circuit()
+    assert err.value.message == (
+        "Lowering this circuit with its decomposition rules never ends: a rule's result needs a rule again (the rules "
+        "given for RX)."
+    )
