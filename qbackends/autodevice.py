@@ -35,7 +35,7 @@ class AutoQubit(Device):
     Args:
         wires: number of wires or their labels.
         exclude: device strings ``auto`` must not take (with ``QBACKENDS_AUTO_EXCLUDE``).
-        expected_steps: how often each circuit will run; weighs one-time costs (fused.qubit's and batched.qubit's kernel compilation).
+        expected_steps: how often each circuit will run; its trials stay a small share of that.
         precision, decompositions, default_decompositions, diff_method, ignore_memory, **options:
             as for ``get_device``; each candidate is built with them (one that refuses them is left out).
 

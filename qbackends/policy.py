@@ -92,8 +92,8 @@ def qaoa_device(
     mpi: bool = False,
 ) -> Any:
     """``get_device`` for a QAOA run: under ``auto``, the device a resumed checkpoint was made on (``resumed_on``),
-    else the per-circuit auto device, told how many steps the run takes (so a one-time kernel compilation is
-    weighed against them); otherwise what was asked for. ``precision`` as the user asked (c64 only then).
+    else the per-circuit auto device, told how many steps the run takes (so its trials stay a small share of
+    them); otherwise what was asked for. ``precision`` as the user asked (c64 only then).
     ``mpi``: the state split over the MPI ranks, on fused.qubit unless ``spec`` names another device (which
     then refuses mpi=True by name)."""
     from .device import get_device
@@ -121,7 +121,7 @@ def qnn_device(
     """(device, diff_method) for the dressed QNN's minibatches: under ``auto``, the device a resumed checkpoint
     was made on (``resumed_on``, differentiated as it was); else, with the default adjoint or best, the per-circuit
     auto device with each backend's best gradient (batched.qubit's adjoint VJPs, default.qubit's backprop), told
-    the run's ``steps`` (minibatches; a one-time kernel compilation is weighed against them); otherwise what was
+    the run's ``steps`` (minibatches: its trials stay a small share of them); otherwise what was
     asked for. A bad string from the environment names its variable (``requested_spec``)."""
     from .device import get_device
 

@@ -265,10 +265,7 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "None or a tuple of option names",
     ),
     "needs_shots": (lambda v: isinstance(v, bool), "True or False"),
-    "compilation": (
-        lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"[\w.]+:\w+", v) is not None),
-        "None or 'module:attribute' of its Compilation",
-    ),
+    "install": (lambda v: v is None or (isinstance(v, str) and bool(v.strip())), "None or how to install it, as a fix says it"),
 }
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 

@@ -192,7 +192,7 @@ BACKEND_FIELDS = {
     "create": st.none() | st.just(_factory) | scalars,
     "options": st.none() | st.tuples(names) | anything,
     "needs_shots": st.booleans() | scalars,
-    "compilation": st.none() | st.sampled_from(["qbackends.fused.warmup:COMPILATION", "nosuch.module:X", "x"]) | scalars,
+    "install": st.none() | junk_text | scalars,
 }
 
 
