@@ -703,8 +703,9 @@ void diag_adjoint_tables(cplx<T>* phi, cplx<T>* lam, u64 n, const Tables& t, dou
     }
 }
 
-template <class O>
-void diag_values(O* out, u64 n, const Tables& t) {
+// out[k] = convert(angle(k)), chunk by chunk.
+template <class O, class F>
+void map_angles(O* out, u64 n, const Tables& t, F convert) {
     const u64 size = u64(1) << t.low_bits;
 #pragma omp parallel num_threads(threads()) if (parallel(n))
     {
@@ -712,23 +713,19 @@ void diag_values(O* out, u64 n, const Tables& t) {
 #pragma omp for schedule(static)
         for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
             chunk_angles(hi, t, angles.get());
-            for (u64 lo = 0; lo < size; ++lo) out[hi * size + lo] = O(angles.get()[lo]);
+            for (u64 lo = 0; lo < size; ++lo) out[hi * size + lo] = convert(angles.get()[lo]);
         }
     }
 }
 
+template <class O>
+void diag_values(O* out, u64 n, const Tables& t) {
+    map_angles(out, n, t, [](double angle) { return O(angle); });
+}
+
 // out[k] = angle(k) + offset as an integer: with coefficients -1/2 and offset T/2, how many of the T masks have odd parity at k.
 void diag_levels(std::uint16_t* out, u64 n, const Tables& t, double offset) {
-    const u64 size = u64(1) << t.low_bits;
-#pragma omp parallel num_threads(threads()) if (parallel(n))
-    {
-        Buffer<double> angles(size);
-#pragma omp for schedule(static)
-        for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
-            chunk_angles(hi, t, angles.get());
-            for (u64 lo = 0; lo < size; ++lo) out[hi * size + lo] = std::uint16_t(angles.get()[lo] + offset + 0.5);
-        }
-    }
+    map_angles(out, n, t, [offset](double angle) { return std::uint16_t(angle + offset + 0.5); });
 }
 
 template <class T>
