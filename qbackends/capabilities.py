@@ -202,7 +202,7 @@ def kokkos_threads_problem(facts: MachineFacts) -> tuple[str, str]:
     fix = f"unset {{name}}, or set it to a count from 1 to {cores}"
     if "KOKKOS_NUM_THREADS" in facts.threads:
         name, value = "KOKKOS_NUM_THREADS", facts.threads["KOKKOS_NUM_THREADS"]
-        count = int(value) if value.strip().isdigit() else 0
+        count = _whole(value) or 0
         if not 1 <= count <= cores:
             shown = value if len(value) <= 40 else value[:39] + "…"
             return (
@@ -212,9 +212,8 @@ def kokkos_threads_problem(facts: MachineFacts) -> tuple[str, str]:
             )
         return "", ""
     value = facts.threads.get("OMP_NUM_THREADS", "")
-    first = value.split(",")[0].strip()
-    if first.isdigit() and int(first) > cores:  # what OpenMP does not read as a count, it ignores
-        count = int(first)
+    count = _whole(value.split(",")[0])
+    if count is not None and count > cores:  # what OpenMP does not read as a count, it ignores
         what = (
             "Kokkos crashes the process past 512" if count > KOKKOS_MAX_THREADS else "the extra threads only wait on each other"
         )
@@ -224,6 +223,12 @@ def kokkos_threads_problem(facts: MachineFacts) -> tuple[str, str]:
             fix.format(name="OMP_NUM_THREADS") + " (KOKKOS_NUM_THREADS sets lightning.kokkos' threads alone)",
         )
     return "", ""
+
+
+def _whole(text: str) -> int | None:
+    """The whole number ``text`` spells in ASCII digits (as C's strtol reads it), or None."""
+    digits = text.strip()
+    return int(digits) if digits.isascii() and digits.isdigit() else None
 
 
 def _compute_capability(arch: str) -> tuple[int, int]:

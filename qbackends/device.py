@@ -108,7 +108,7 @@ def check_shots(shots: Any) -> None:
             return int(entry)
         raise UnsupportedOptionError(f"shots={shots!r:.80} is not a number of shots.", fix)
 
-    entries = list(shots) if isinstance(shots, (list, tuple)) and not (isinstance(shots, tuple) and len(shots) == 2) else [shots]
+    entries = list(shots) if isinstance(shots, (list, tuple)) else [shots]
     if not entries:
         raise UnsupportedOptionError("shots=[] holds no shots.", fix)
     total = 0

@@ -177,7 +177,7 @@ def amd_gpus(root: str = "/") -> tuple[tuple[GPU, ...], str]:
 def _kfd_properties(path: Path) -> dict[str, int]:
     try:
         pairs = (line.split() for line in path.read_text().splitlines())
-        return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+        return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isascii() and p[1].isdigit()}
     except OSError:
         return {}
 
@@ -311,6 +311,6 @@ def mpi_world_size(environ: dict[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     for name in MPI_SIZE_VARIABLES:
         value = env.get(name, "")
-        if value.isdigit() and int(value) > 0:
+        if value.isascii() and value.isdigit() and int(value) > 0:
             return int(value)
     return 1

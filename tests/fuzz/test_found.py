@@ -198,3 +198,18 @@ def test_a_rule_whose_result_needs_itself_is_refused_as_it_runs():
         "Lowering this circuit with its decomposition rules never ends: a rule's result needs a rule again (the rules "
         "given for RX)."
     )
+
+
+def test_a_thread_count_in_digits_python_reads_and_c_does_not_is_no_count():
+    from qbackends.capabilities import kokkos_threads_problem
+
+    facts = MachineFacts(host_memory_available=1 << 30, cores=2, threads={"KOKKOS_NUM_THREADS": "²"})  # int('²') raised
+    assert kokkos_threads_problem(facts)[0].startswith("KOKKOS_NUM_THREADS='²' is not a thread count from 1 to 2")
+    facts = MachineFacts(host_memory_available=1 << 30, cores=2, threads={"OMP_NUM_THREADS": "٣"})  # OpenMP ignores it
+    assert kokkos_threads_problem(facts) == ("", "")
+
+
+def test_a_world_size_in_digits_python_reads_and_c_does_not_is_one_process():
+    from qbackends.probe import mpi_world_size
+
+    assert mpi_world_size({"OMPI_COMM_WORLD_SIZE": "²"}) == 1  # int('²') raised ValueError

@@ -203,7 +203,7 @@ def _own(path: tuple[str, ...], argv: list[str]) -> list[str]:
     return own
 
 
-@budget(150)
+@budget(250)
 @given(st.data())
 def test_any_arguments_answer_in_one_line_and_write_only_their_own_folders(data):
     path, argv = _argv(data)

@@ -104,7 +104,7 @@ JUNK = {  # and what none takes
 }
 
 
-@budget(80)
+@budget(150)
 @given(st.data())
 def test_get_device_gives_a_device_that_runs_or_a_typed_error(data):
     spec = data.draw(
@@ -209,7 +209,7 @@ def _record():
     )
 
 
-@budget(80)
+@budget(150)
 @given(st.lists(_record() | anything, min_size=1, max_size=3), st.integers(1, 5))
 def test_a_plugins_backend_records_are_kept_or_refused_and_never_break_the_host(records, wires):
     registry = build_registry([*INSTALLED, _EntryPoint(_Plugin(records))])

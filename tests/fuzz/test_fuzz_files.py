@@ -321,5 +321,6 @@ def test_a_file_is_read_whole_up_to_its_limit_and_refused_past_it(size, limit, s
 def test_a_device_that_never_ends_is_read_no_further_than_the_limit():
     from qbackends.userfiles import read_text
 
-    with pytest.raises(WorkloadInputError, match=r"^Data file '/dev/zero' is over 1024 bytes\. Fix: pass a CSV file\.$"):
+    with pytest.raises(WorkloadInputError) as err:
         read_text("/dev/zero", "Data file", "pass a CSV file.", 1024)
+    assert str(err.value) == "Data file '/dev/zero' is over 1024 bytes. Fix: pass a CSV file."

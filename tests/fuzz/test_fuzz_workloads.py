@@ -53,7 +53,7 @@ def _finite(value) -> bool:
     return all(math.isfinite(v) for v in np.ravel(np.asarray(value, dtype=float)))
 
 
-@budget(40)
+@budget(60)
 @given(_config({"nodes": 4, "edges": 4, "layers": 1, "iterations": 2}, QAOA_VALID, QAOA_JUNK), st.sampled_from(DEVICES))
 def test_a_qaoa_run_gives_its_results_or_a_typed_error(settings, device):
     try:
@@ -115,7 +115,7 @@ def _mutated(state, data):
     return state
 
 
-@budget(40)
+@budget(80)
 @given(st.data())
 def test_a_resumed_qaoa_run_is_the_same_run_or_refused(data):
     device = data.draw(st.sampled_from(["lightning.qubit", "default.qubit"]), "device")
@@ -158,7 +158,7 @@ QNN_JUNK = {
 }
 
 
-@budget(12)
+@budget(20)
 @given(
     _config({"nwires": 2, "ndata": 8, "epochs": 1, "batch_size": 4}, QNN_VALID, QNN_JUNK),
     st.sampled_from(["default.qubit", "lightning.qubit", "batched.qubit", "auto"]),
@@ -186,7 +186,7 @@ def _qnn_reference() -> tuple[bytes, dict]:
     return saved, qnn.train(QNN_RUN, "default.qubit")
 
 
-@budget(10)
+@budget(16)
 @given(st.data())
 def test_a_resumed_qnn_run_is_the_same_run_or_refused(data):
     import io
