@@ -22,7 +22,7 @@ from pennylane.transforms.core import BoundTransform
 
 from . import auto
 from .errors import EnvironmentSettingError, UnsupportedCircuitError, UnsupportedOptionError
-from .shiftrules import no_shift_rule, refusal
+from .shiftrules import no_shift_rule, numerical, refusal
 from .simbase.measured import sampled_pauli_terms
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
@@ -229,11 +229,9 @@ class AutoQubit(Device):
     def _prepared(self, key: str, config: ExecutionConfig, circuit: Any, trial: bool = False) -> tuple[Any, ExecutionConfig]:
         """A backend's device and its execution config for ``circuit``; raises where it has not the gradient asked for."""
         device = self._device(key, trial)
-        if config.gradient_method in auto.DEVICE_GRADIENTS and config.gradient_method != "best":
-            if not device.supports_derivatives(config, circuit):
-                raise UnsupportedCircuitError(f"{device.name} has no {config.gradient_method} gradient for this circuit.")
-        resolved = device.setup_execution_config(config, circuit)
-        if not circuit.shots and (reason := no_shift_rule(circuit)) and resolved.gradient_method != "backprop":
+        resolved = device.setup_execution_config(_as_pennylane_resolves(device, config, circuit), circuit)
+        method = resolved.gradient_method
+        if not circuit.shots and (reason := no_shift_rule(circuit)) and method != "backprop" and not numerical(method):
             own = getattr(device, "differentiates", None)  # a qbackends simulator's own gradient; else the device's word
             takes = own(circuit) if own is not None else device.supports_derivatives(resolved, circuit)
             if not (resolved.gradient_method == "adjoint" and takes):
@@ -327,6 +325,33 @@ def _plain(config: ExecutionConfig | None) -> ExecutionConfig | None:
     if config is None or CHOICE not in (config.device_options or {}):
         return config
     return dataclasses.replace(config, device_options={k: v for k, v in config.device_options.items() if k != CHOICE})
+
+
+def _as_pennylane_resolves(device: Any, config: ExecutionConfig, circuit: Any) -> ExecutionConfig:
+    """``config`` as PennyLane's workflow hands it to ``device`` for ``circuit``: a method the device differentiates
+    by itself as it is, else (best, parameter-shift, finite-diff, spsa) the gradient transform PennyLane runs instead.
+    The device's own setup is asked only after that, as PennyLane asks it: lightning sets "best" up as adjoint even
+    with shots, where PennyLane never asks it to and shifts the parameters.
+
+    Raises:
+        UnsupportedCircuitError: where the device has not the gradient of its own asked for (adjoint, backprop, device).
+    """
+    method = config.gradient_method
+    if not isinstance(method, str) or method not in auto.DEVICE_GRADIENTS + tuple(_TRANSFORMS):
+        return config
+    if device.supports_derivatives(config, circuit):
+        return config
+    if method not in _TRANSFORMS:
+        raise UnsupportedCircuitError(f"{device.name} has no {method} gradient for this circuit.")
+    return dataclasses.replace(config, gradient_method=_TRANSFORMS[method]())
+
+
+_TRANSFORMS = {  # what PennyLane differentiates by where the device does not (workflow.resolution, 0.45)
+    "best": lambda: qml.gradients.param_shift,
+    "parameter-shift": lambda: qml.gradients.param_shift,
+    "finite-diff": lambda: qml.gradients.finite_diff,
+    "spsa": lambda: qml.gradients.spsa_grad,
+}
 
 
 def _as_numpy(circuit: Any, trainable: list[int]) -> Any:

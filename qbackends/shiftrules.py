@@ -23,6 +23,14 @@ def shifted(gradient_method: Any) -> bool:
     return gradient_method == "parameter-shift" or gradient_method is qml.gradients.param_shift
 
 
+def numerical(gradient_method: Any) -> bool:
+    """Whether ``gradient_method`` differentiates numerically (finite differences, SPSA): it runs the circuit at
+    nearby parameters and differentiates whatever comes back, the state too, so no shift rule is needed."""
+    import pennylane as qml
+
+    return gradient_method in ("finite-diff", "spsa") or gradient_method in (qml.gradients.finite_diff, qml.gradients.spsa_grad)
+
+
 def of_the_state(circuit: Any) -> str | None:
     """Why parameter-shift cannot differentiate ``circuit``'s measurements (of the state itself), where it has
     trainable parameters; None otherwise."""

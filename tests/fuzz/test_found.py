@@ -213,3 +213,47 @@ def test_a_world_size_in_digits_python_reads_and_c_does_not_is_one_process():
     from qbackends.probe import mpi_world_size
 
     assert mpi_world_size({"OMPI_COMM_WORLD_SIZE": "²"}) == 1  # int('²') raised ValueError
+
+
+def _two_parameter_jacobian(dev, diff_method, measure):
+    import pennylane as qml
+
+    @qml.qnode(dev, diff_method=diff_method)
+    def circuit(x):
+        qml.RX(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RY(x[1], 1)
+        return measure()
+
+    x = qml.numpy.array([0.3, 0.4], requires_grad=True)
+    return circuit, x, qml.jacobian(lambda v: qml.math.real(circuit(v)))(x)
+
+
+def test_auto_asks_a_backend_for_best_with_shots_as_pennylane_does():
+    import pennylane as qml
+
+    from qbackends import gradients
+
+    # lightning sets "best" up as adjoint even with shots (PennyLane shifts the parameters there): auto tried it so,
+    # refused lightning and default.qubit, and without fused.qubit refused the circuit
+    dev = get_device("auto", wires=3, shots=100, seed=1, exclude=["local:qbackends/fused.qubit"])
+    circuit, x, jacobian = _two_parameter_jacobian(dev, "best", lambda: qml.expval(qml.Z(1)))
+    assert np.isfinite(jacobian).all() and dev.last_choice == "local:pennylane/lightning.qubit"
+    assert not any("Finite shots are not supported" in why for d in dev.decisions for why in d.refused.values())
+    tape = qml.workflow.construct_tape(circuit)(x)
+    gradients.check(dev, tape, "best", "autograd", lambda *_: "")  # asked of the backend that runs it
+    assert gradients.device_string(dev.backend_for(tape, "best", "autograd")) == dev.last_choice
+
+
+@pytest.mark.parametrize("method", ["finite-diff", "spsa"])
+def test_auto_differentiates_the_state_by_finite_differences(method):
+    import pennylane as qml
+
+    # no shift rule is needed by a numerical gradient: every backend computes it, and auto refused it on every one
+    dev = get_device("auto", wires=2)
+    *_, jacobian = _two_parameter_jacobian(dev, method, lambda: qml.density_matrix(wires=[0]))
+    reference = qml.device("default.qubit", wires=2)
+    *_, expected = _two_parameter_jacobian(reference, "backprop", lambda: qml.density_matrix(wires=[0]))
+    assert jacobian.shape == expected.shape and np.isfinite(jacobian).all()
+    if method == "finite-diff":
+        assert np.allclose(jacobian, expected, atol=1e-5)
