@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,7 +98,7 @@ class AutoQubit(Device):
             (
                 tuple(b.key for b in self._candidates),
                 tuple(self.wires) if self.wires is not None else None,
-                repr(self._build),
+                _frozen(self._build),
                 expected_steps,
             ),
             {},
@@ -352,6 +352,34 @@ _TRANSFORMS = {  # what PennyLane differentiates by where the device does not (w
     "finite-diff": lambda: qml.gradients.finite_diff,
     "spsa": lambda: qml.gradients.spsa_grad,
 }
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` (the options auto builds its backends with) as part of a key: plain values by value, containers by
+    their items, anything else (a user's rule, an array) by identity, held by the key so that no later object takes
+    its id. Never by ``repr``: a user's object may raise there, and two of them may print alike."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, *(_frozen(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("mapping", *((_frozen(k), _frozen(v)) for k, v in value.items()))
+    return _Same(value)
+
+
+class _Same:
+    """A key part that is equal only to itself's object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
 
 
 def _as_numpy(circuit: Any, trainable: list[int]) -> Any:

@@ -25,7 +25,7 @@ from pennylane.transforms.core import BoundTransform
 
 from .backend import RuleRegistration
 from .capabilities import DeclaredOperations
-from .errors import UnsupportedCircuitError, UnsupportedOptionError
+from .errors import UnsupportedCircuitError, UnsupportedOptionError, shown
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
 
@@ -205,7 +205,7 @@ def operator_name(key: Any) -> str:
         name = key.__name__
     else:
         raise UnsupportedOptionError(
-            f"decompositions key {key!r} is neither an operator name nor a PennyLane operator class.",
+            f"decompositions key {shown(key)} is neither an operator name nor a PennyLane operator class.",
             'use e.g. decompositions={"MultiRZ": fn} or {qml.MultiRZ: fn}.',
         )
     canonical = pennylane_operator(name)
@@ -251,7 +251,7 @@ def as_rule(function: Callable[..., Any]) -> DecompositionRule:
         return function
     if not callable(function):
         raise UnsupportedOptionError(
-            f"decompositions value {function!r} is not callable.",
+            f"decompositions value {shown(function)} is not callable.",
             "pass a function f(*params, wires, **hyperparameters) returning operators, or a qml.register_resources rule.",
         )
 
@@ -262,8 +262,18 @@ def as_rule(function: Callable[..., Any]) -> DecompositionRule:
         for op in ops:
             qml.apply(op)
 
-    rule.__name__ = getattr(function, "__qualname__", "user_rule")
+    rule.__name__ = _name_of(function)
     return rule
+
+
+def _name_of(function: Callable[..., Any]) -> str:
+    """What ``qbackends probe`` calls a user's rule: its qualified name, or "user_rule" for an object without one
+    (a callable object whose name is not a string, or raises)."""
+    try:
+        name = getattr(function, "__qualname__", None)
+    except Exception:  # noqa: BLE001 - a user's object's own __getattr__
+        name = None
+    return name if isinstance(name, str) and name else "user_rule"
 
 
 # ---- what a device applies ----------------------------------------------------------------

@@ -99,6 +99,16 @@ class EnvironmentSettingError(QBackendsError, ValueError):
     """An environment variable set to a value that cannot work, e.g. ``OMP_NUM_THREADS=1000`` for lightning.kokkos."""
 
 
+def shown(value: object, width: int = 80) -> str:
+    """``value`` as a message shows it: its repr, cut to ``width`` characters; a value whose repr fails (a user's
+    object may raise there) by its type, so that formatting the message never raises in its place."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - whatever the object's own __repr__ raises
+        text = f"<{type(value).__qualname__} object that cannot be shown>"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def report(exc: QBackendsError) -> int:
     """Print a typed error as the one line every qbackends command and job entry point ends with; the exit code."""
     print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)

@@ -23,7 +23,7 @@ import pluggy
 from . import hookspecs
 from .backend import Backend, Hardware, RuleRegistration
 from .devicestring import AUTO, AUTO_DEVICE, DeviceSpec
-from .errors import PluginError, UnknownBackendError
+from .errors import PluginError, UnknownBackendError, shown
 
 log = logging.getLogger("qbackends")
 
@@ -275,8 +275,7 @@ def backend_problem(backend: Backend) -> str | None:
     for name, (valid, wanted) in _FIELDS.items():
         value = getattr(backend, name)
         if not valid(value):
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
-            return f"whose {name} is {shown}; it must be {wanted}"
+            return f"whose {name} is {shown(value, 60)}; it must be {wanted}"
     if backend.key in (f"qbackends/{AUTO}", f"qbackends/{AUTO_DEVICE}"):
         return f"named {backend.device_string!r}, which is auto's own name"
     return None

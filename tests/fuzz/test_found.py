@@ -257,3 +257,32 @@ def test_auto_differentiates_the_state_by_finite_differences(method):
     assert jacobian.shape == expected.shape and np.isfinite(jacobian).all()
     if method == "finite-diff":
         assert np.allclose(jacobian, expected, atol=1e-5)
+
+
+def test_a_replacement_that_cannot_be_formatted_is_used_or_refused_typed():
+    import pennylane as qml
+
+    from .test_fuzz_devices import Unformattable, Unprintable
+
+    rule = Unprintable(qml.MultiRZ.compute_decomposition)  # RuntimeError from repr(options): auto keyed its decisions so
+    for spec in ("auto", "lightning.qubit"):
+        dev = get_device(spec, wires=2, decompositions={"MultiRZ": rule})
+
+        @qml.qnode(dev)
+        def circuit():
+            qml.Hadamard(0)
+            qml.MultiRZ(0.3, wires=[0, 1])
+            return qml.expval(qml.X(0))
+
+        assert abs(circuit() - np.cos(0.3)) < 1e-12
+    for decompositions, message in [
+        ({"MultiRZ": Unformattable()}, "decompositions value <Unformattable object that cannot be shown> is not callable."),
+        (
+            {Unformattable(): rule},
+            "decompositions key <Unformattable object that cannot be shown> is neither an operator name nor a PennyLane "
+            "operator class.",
+        ),
+    ]:
+        with pytest.raises(UnsupportedOptionError) as err:  # RuntimeError from the message's own {value!r}
+            get_device("auto", wires=2, decompositions=decompositions)
+        assert err.value.message == message

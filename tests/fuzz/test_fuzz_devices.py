@@ -63,6 +63,32 @@ def _wires(tiny: bool):
 
 
 _RULE = qml.MultiRZ.compute_decomposition
+
+
+class Unformattable:
+    """A value that fails when formatted: its repr, str and name raise (as a user's object may)."""
+
+    def __repr__(self):
+        raise RuntimeError("this object cannot be formatted")
+
+    __str__ = __repr__
+
+    def __getattr__(self, name):
+        if name in ("__qualname__", "__name__"):
+            raise RuntimeError("this object has no name")
+        raise AttributeError(name)
+
+
+class Unprintable(Unformattable):
+    """A replacement rule that fails when formatted, and lowers as ``rule`` does."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def __call__(self, *params, wires, **hyperparameters):
+        return self.rule(*params, wires=wires, **hyperparameters)
+
+
 VALID = {  # values each option takes, for some backend
     "precision": st.sampled_from(["c64", "c128"]),
     "diff_method": st.sampled_from(DIFF_METHODS) | st.none(),
@@ -74,6 +100,7 @@ VALID = {  # values each option takes, for some backend
             {qml.MultiRZ: _RULE},
             {"RX": lambda phi, wires: [qml.RZ(-np.pi / 2, wires), qml.RY(phi, wires), qml.RZ(np.pi / 2, wires)]},
             {"RX": lambda phi, wires: [qml.RX(phi, wires)]},  # a rule that needs itself: refused as it runs
+            {"MultiRZ": Unprintable(_RULE)},
         ]
     ),
     "default_decompositions": st.booleans(),
@@ -88,8 +115,8 @@ JUNK = {  # and what none takes
     "diff_method": diff_methods,
     "fallback": st.lists(device_strings, max_size=3) | scalars,
     "decompositions": st.dictionaries(
-        st.sampled_from(["MultiRZ", "X", "expval", "Adjoint", "Operation", qml.RX, 3]) | junk_text,
-        st.just(_RULE) | scalars,
+        st.sampled_from(["MultiRZ", "X", "expval", "Adjoint", "Operation", qml.RX, 3, Unformattable()]) | junk_text,
+        st.sampled_from([_RULE, Unprintable(_RULE), Unformattable()]) | scalars,
         max_size=2,
     )
     | scalars,
