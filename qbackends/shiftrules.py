@@ -16,11 +16,22 @@ from typing import Any
 NO_SHIFT_RULE = frozenset({"StateMP", "DensityMatrixMP", "PurityMP", "VnEntropyMP", "MutualInfoMP"})
 
 
+HADAMARD_TESTS = ("hadamard", "reversed-hadamard", "direct-hadamard", "reversed-direct-hadamard")
+
+
 def shifted(gradient_method: Any) -> bool:
-    """Whether ``gradient_method`` (a config's, as PennyLane resolved it) is the parameter-shift rule."""
+    """Whether ``gradient_method`` (a config's, as PennyLane resolved it) is a rule linear in the state's projector:
+    parameter-shift, or a Hadamard test (PennyLane 0.45's direct one returns 0 for a purity's gradient)."""
     import pennylane as qml
 
-    return gradient_method == "parameter-shift" or gradient_method is qml.gradients.param_shift
+    if isinstance(gradient_method, str):
+        return gradient_method == "parameter-shift" or gradient_method in HADAMARD_TESTS
+    return gradient_method is qml.gradients.param_shift or gradient_method is qml.gradients.hadamard_grad
+
+
+def method_name(gradient_method: Any) -> str:
+    """``gradient_method`` as a message names it: its string, or a transform's name."""
+    return gradient_method if isinstance(gradient_method, str) else str(getattr(gradient_method, "__name__", "a transform"))
 
 
 def numerical(gradient_method: Any) -> bool:

@@ -286,3 +286,14 @@ def test_a_replacement_that_cannot_be_formatted_is_used_or_refused_typed():
         with pytest.raises(UnsupportedOptionError) as err:  # RuntimeError from the message's own {value!r}
             get_device("auto", wires=2, decompositions=decompositions)
         assert err.value.message == message
+
+
+@pytest.mark.parametrize("method", ["hadamard", "direct-hadamard", "reversed-direct-hadamard"])
+def test_a_hadamard_test_of_the_purity_is_refused_not_zero(method):
+    import pennylane as qml
+
+    from qbackends.errors import UnsupportedCircuitError
+
+    # PennyLane 0.45's direct Hadamard test gave 0 (backprop: -0.28), the others a TypeError or an AttributeError
+    with pytest.raises(UnsupportedCircuitError, match="is a measurement of the state itself"):
+        _two_parameter_jacobian(get_device("local:qbackends/fused.qubit", wires=3), method, lambda: qml.purity([0]))

@@ -1,4 +1,5 @@
-"""The auto device under every ``get_device`` option and every differentiation method, on the measurement cases.
+"""The auto device (and qbackends' own simulators) under every ``get_device`` option and every differentiation
+method, on the measurement cases.
 
 As a workload runs it: ``gradients.check`` first (the run's one question about its method), then the Jacobian. The
 property: a typed refusal at either step, or the Jacobian default.qubit gives by backprop (exact methods to 1e-6,
@@ -26,6 +27,7 @@ from .test_fuzz_devices import VALID, typed
 AUTO_OPTIONS = ("diff_method", "precision", "decompositions", "default_decompositions", "seed", "exclude", "shots")
 NARROWING = {"diff_method", "precision", "exclude"}  # options that can leave default.qubit out of auto's candidates
 TOLERANCE = {"finite-diff": 1e-5, "spsa": None}  # spsa's Jacobian is a random estimate; the rest are exact (1e-6)
+OWN = ("local:qbackends/fused.qubit", "local:qbackends/batched.qubit")  # qbackends' own simulators, as auto's backends
 ANALYTIC = [c for c in CASES if c.shots is None and c.body is None]
 
 
@@ -62,6 +64,7 @@ def _right(jacobian, case, method, x, precision="c128", shots=None) -> bool:
 @budget(40)
 @given(st.data())
 def test_auto_differentiates_by_every_method_it_lets_through(data):
+    spec = data.draw(st.sampled_from(["auto", *OWN]), "device")
     case = data.draw(st.sampled_from(ANALYTIC), "case")
     method = data.draw(st.sampled_from(DIFF_METHODS), "method")
     chosen = data.draw(st.sets(st.sampled_from(AUTO_OPTIONS), max_size=3), "options")
@@ -72,15 +75,15 @@ def test_auto_differentiates_by_every_method_it_lets_through(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PennyLane's deprecation of an automatic auxiliary wire
         try:
-            dev = get_device("auto", wires=case.wires, **options)
-            qnode = qml.QNode(case.apply, dev, diff_method=method)
-            gradients.check(dev, qml.workflow.construct_tape(qnode)(x), method, "autograd", _spell)
-            jacobian = _jacobian(qnode, x)
+            dev = get_device(spec, wires=case.wires, **options)
+            tape = qml.workflow.construct_tape(qml.QNode(case.apply, dev))(x)
+            gradients.check(dev, tape, method, "autograd", _spell)  # as a workload asks, before its QNode is built
+            jacobian = _jacobian(qml.QNode(case.apply, dev, diff_method=method), x)
         except QBackendsError as exc:
             typed(exc)
             shots = options.get("shots")
             theirs = _on_default_qubit(case, method, x, shots)
-            wrong = not NARROWING & set(options) and not isinstance(theirs, Exception) and _right(theirs, case, method, x, shots=shots)
+            wrong = spec == "auto" and not NARROWING & set(options) and not isinstance(theirs, Exception) and _right(theirs, case, method, x, shots=shots)
             assert not wrong, f"auto refused what default.qubit computes right ({case.name}, {method}): {exc}"
             return
         except Exception as exc:  # after the check, only PennyLane's own refusal of the method, as default.qubit's
@@ -88,6 +91,7 @@ def test_auto_differentiates_by_every_method_it_lets_through(data):
                 raise
             event(f"refused by PennyLane: {type(exc).__name__}")
             return
-    event(f"{method} ran on {dev.last_choice}")
-    assert np.isfinite(jacobian).all(), (case.name, method, dev.last_choice)
-    assert _right(jacobian, case, method, x, options.get("precision", "c128"), options.get("shots")), (case.name, method, dev.last_choice)
+    ran = dev.last_choice if spec == "auto" else spec
+    event(f"{method} ran on {ran}")
+    assert np.isfinite(jacobian).all(), (case.name, method, ran)
+    assert _right(jacobian, case, method, x, options.get("precision", "c128"), options.get("shots")), (case.name, method, ran)
