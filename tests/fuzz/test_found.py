@@ -112,6 +112,7 @@ QAOA_RUN = qaoa.Config(nodes=4, edges=4, layers=1, iterations=3, seed=5)
         (lambda p: p["optimizer"].update(step=None), "its optimizer took None steps in 2 iterations"),  # TypeError
         (lambda p: p["optimizer"]["v"].append(0.1), "its optimizer holds 3 v moments, not 2"),  # cannot reshape
         (lambda p: p["optimizer"]["v"].__setitem__(0, -1.0), "a second moment of its optimizer is negative"),
+        (lambda p: p["optimizer"]["v"].__setitem__(0, None), "a parameter, cost or optimizer moment is not finite"),
         (lambda p: p["costs"].__setitem__(0, 10**400), "a value is not a number (or is beyond what a float holds)"),
         (
             lambda p: p["params"][0].__setitem__(0, p["params"][0][0] + 1),

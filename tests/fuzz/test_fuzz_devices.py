@@ -268,7 +268,7 @@ def test_the_memory_guard_and_capabilities_answer_for_every_registered_backend(s
     facts = facts_for(registry)
     backend = registry.lookup(devicestring.parse(spec))
     try:
-        choice = choose(spec, wires, precision=precision, diff_method=method)
+        choice = choose(spec, wires, precision=precision, diff_method=method, facts=facts)  # (free memory moves)
     except QBackendsError as exc:
         typed(exc)
         return

@@ -110,7 +110,7 @@ def _check(path: Path, progress: Progress, config: Config) -> None:
         values = getattr(progress.optimizer, name)
         if len(values) != expected:
             raise corrupt(path, f"its optimizer holds {len(values)} {name} moments, not {expected}")
-    if any(v < 0 for v in progress.optimizer.v):
+    if (np.asarray(progress.optimizer.v, dtype=float) < 0).any():  # (a None there is NaN: refused as not finite below)
         raise corrupt(path, "a second moment of its optimizer is negative")
     if not (np.isfinite(params).all() and np.isfinite(numbers).all() and np.isfinite(moments).all()):
         raise corrupt(path, "a parameter, cost or optimizer moment is not finite")
