@@ -14,8 +14,9 @@ from typing import Any, NoReturn
 
 from . import capabilities, devicestring
 from .device import facts_for
-from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report, show_decisions
+from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report
 from .registry import get_registry
+from .scoped import environment, log_lines_shown
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | None = None) -> str:
@@ -429,19 +430,24 @@ def _check_working_folder() -> None:
 # OpenMP thread teams (torch's, lightning.kokkos', qbackends-native's) that spin while they wait starve every other
 # thread as soon as the machine is busy: the QNN trained 11-25x slower beside one busy process. The command
 # makes them sleep instead, before any of them starts; a value the user set is kept (benchmarks/test_bench_contention.py).
+# They are set for as long as the command runs (the processes it starts inherit them), then removed again.
 THREAD_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE", "KOKKOS_DISABLE_WARNINGS": "1"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    for name, value in THREAD_DEFAULTS.items():
-        os.environ.setdefault(name, value)
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """The command; the environment and logging it sets up are as they were when it returns (or exits)."""
+    with environment(THREAD_DEFAULTS):
+        args = build_parser().parse_args(argv)
+        if args.command in ("run", "sweep"):
+            with log_lines_shown():
+                return _command(args)
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command in WRITING_COMMANDS:
             _check_working_folder()
-        if args.command in ("run", "sweep"):
-            show_decisions()
         return int(args.func(args) or 0)
     except QBackendsError as exc:
         return _ended(args, partial(report, exc))

@@ -114,16 +114,3 @@ def report(exc: QBackendsError) -> int:
     print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
     return int(getattr(exc, "exit_code", EXIT_USAGE))
 
-
-def show_decisions() -> None:
-    """Print qbackends' log lines (auto's decisions at INFO, warnings) on stderr, as a command's own output, where the
-    program has not set up logging itself."""
-    import logging
-
-    logger = logging.getLogger("qbackends")
-    if logging.root.handlers or logger.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)

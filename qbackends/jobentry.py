@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import QBackendsError, WorkloadInputError, report, show_decisions
+from .errors import QBackendsError, WorkloadInputError, report
 
 FAILURE_FILE = "QBACKENDS_FAILURE_FILE"
 
@@ -96,7 +96,6 @@ def record_failure(exc: BaseException, path: str | os.PathLike[str] | None = Non
 def run(entry_point: str) -> int:
     module, _, function = entry_point.partition(":")
     sys.argv = [module]
-    show_decisions()
     try:
         if not function:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -126,4 +125,7 @@ def run(entry_point: str) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run(sys.argv[1]))
+    from .scoped import log_lines_shown
+
+    with log_lines_shown():  # the job's own process: auto's decisions are part of its output
+        raise SystemExit(run(sys.argv[1]))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+import os
 import subprocess
 import sys
 
@@ -66,3 +69,57 @@ def test_probe_says_when_auto_takes_a_backend():
     assert "per circuit from 16 wires: when the cost model, or a trial on the circuit, finds it the fastest here" in kokkos
     tensor = json.loads(cli("probe", "local:pennylane/lightning.tensor", "--json").stdout)
     assert tensor["auto"] == "never: only when asked for by name"
+
+
+def _process_settings():
+    logger = logging.getLogger("qbackends")
+    return dict(os.environ), list(logger.handlers), logger.level, list(logging.root.handlers)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["list"], 0), (["run", "qaoa", "--nodes", "1"], 2), (["list", "--help"], None), (["probe", "--no-such-option"], None)],
+)
+def test_the_command_leaves_the_environment_and_logging_as_they_were(argv, code, monkeypatch, capsys):
+    """main() sets OMP_WAIT_POLICY and shows log lines for as long as it runs; tests and programs that call it
+    in-process find both as they were after it returns, exits or fails."""
+    from qbackends import cli
+
+    for name in cli.THREAD_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(logging.root, "handlers", [])  # as in a plain program (pytest's own capture aside)
+    before = _process_settings()
+    if code is None:
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+    else:
+        assert cli.main(argv) == code
+    assert _process_settings() == before
+
+
+def test_the_processes_a_command_starts_inherit_its_thread_settings(monkeypatch, capsys):
+    from qbackends import cli
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(logging.root, "handlers", [])
+    seen = {}
+
+    def child_sees(args):
+        child = "import os; print(os.environ.get('OMP_WAIT_POLICY'))"
+        seen["child"] = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout.strip()
+        logging.getLogger("qbackends").info("auto: a decision")
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_list", child_sees)
+    monkeypatch.setattr(cli, "WRITING_COMMANDS", ())
+    assert cli.main(["list"]) == 0
+    assert seen["child"] == "PASSIVE" and "OMP_WAIT_POLICY" not in os.environ
+    assert capsys.readouterr().err == ""  # `list` shows no log lines; `run` and `sweep` do (below)
+    monkeypatch.setattr(cli, "cmd_list", lambda args: logging.getLogger("qbackends").info("auto: a decision"))
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    run_qaoa = parser.parse_args(["run", "qaoa"])
+    monkeypatch.setattr(parser, "parse_args", lambda argv: argparse.Namespace(**{**vars(run_qaoa), "func": cli.cmd_list}))
+    assert cli.main(["run", "qaoa"]) == 0
+    assert capsys.readouterr().err == "auto: a decision\n"
+    assert not logging.getLogger("qbackends").handlers

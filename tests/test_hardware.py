@@ -1,6 +1,7 @@
-"""On GPU machines: the GPU backends give lightning.qubit's values and gradients.
+"""On GPU machines: the GPU backends give lightning.qubit's values and gradients. What ``auto`` takes on a GPU
+machine is checked everywhere, from the facts recorded on one (tests/facts/h200.json).
 
-Skipped elsewhere with the probe's reason (the `requires` marker, tests/conftest.py).
+The GPU runs are skipped elsewhere with the probe's reason (the `requires` marker, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ import numpy as np
 import pennylane as qml
 import pytest
 from circuits import qaoa_qnode, random_params
+from conftest import recorded_facts
 
-from qbackends import get_device
+from qbackends import auto, choose, get_device, get_registry
 
 
 def _same_as_lightning_qubit(spec: str) -> None:
@@ -21,10 +23,21 @@ def _same_as_lightning_qubit(spec: str) -> None:
     np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(reference)(params), atol=1e-10)
 
 
+@pytest.mark.parametrize(
+    ("wires", "taken"), [(24, "pennylane/lightning.gpu"), (18, "pennylane/lightning.gpu"), (12, "pennylane/lightning.qubit")]
+)
+def test_auto_on_an_h200_takes_lightning_gpu_from_its_min_auto_wires(wires, taken):
+    """With no circuit yet (``choose("auto", n)``, what a job checks), auto on the recorded H200 takes lightning.gpu
+    from 18 wires and a CPU backend below: GPUs are weighed only from their ``min_auto_wires``."""
+    assert choose("auto", wires, facts=recorded_facts("h200")).backend.key == taken
+
+
 @pytest.mark.requires("cuda")
 def test_lightning_gpu_matches_lightning_qubit():
     _same_as_lightning_qubit("local:pennylane/lightning.gpu")
-    assert get_device("auto", wires=24).name == "lightning.gpu"
+    dev = get_device("auto", wires=24)
+    assert dev.name == "qbackends.auto"  # the per-circuit device; which backend a circuit gets is measured there
+    assert "pennylane/lightning.gpu" in [b.key for b in auto.candidates(get_registry(), 24)]
 
 
 @pytest.mark.requires("rocm")

@@ -4,6 +4,7 @@ test_batched.py, test_differential.py) against lightning and default.qubit."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,35 @@ def test_importing_qbackends_and_building_a_device_loads_no_jit_and_changes_no_e
         "assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items())"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_importing_the_kernels_and_building_the_devices_does_no_other_work(tmp_path):
+    """No folder or file made (home, working folder, temporary folder, caches) beyond PennyLane's own, no log
+    handler set up, no environment changed: importing the kernels' modules and building qbackends' devices
+    only loads code."""
+    places = {name: tmp_path / name for name in ("home", "cwd", "tmp", "cache")}
+    for place in places.values():
+        place.mkdir()
+    code = (
+        "import logging, os, sys; before = dict(os.environ); import qbackends;"
+        "from qbackends.fused import kernels as f; from qbackends.batched import kernels as b; import qbackends_native;"
+        "[qbackends.get_device(s, wires=3) for s in ('local:qbackends/fused.qubit', 'local:qbackends/batched.qubit', 'auto')];"
+        "assert dict(os.environ) == before, set(os.environ.items()) ^ set(before.items());"
+        "assert not logging.root.handlers and not logging.getLogger('qbackends').handlers"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("QBACKENDS_")},
+        "HOME": str(places["home"]),
+        "TMPDIR": str(places["tmp"]),
+        "XDG_CACHE_HOME": str(places["cache"]),
+    }
+
+    def files() -> dict[str, list[str]]:
+        return {name: sorted(str(p.relative_to(place)) for p in place.rglob("*")) for name, place in places.items()}
+
+    # PennyLane's own import makes matplotlib's caches (pennylane.drawer imports it): made first, not counted.
+    pennylane = "import pennylane as qml; qml.device('default.qubit', wires=3)"
+    subprocess.run([sys.executable, "-c", pennylane], check=True, timeout=300, cwd=places["cwd"], env=env)
+    before = files()
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=places["cwd"], env=env)
+    assert files() == before

@@ -53,12 +53,16 @@ def test_stratified_split_keeps_class_proportions():
     assert (labels[test] == 1).sum() == 28 and (labels[test] == -1).sum() == 24
 
 
-@pytest.mark.parametrize(("nwires", "accuracy"), [(6, 40 / 52), (4, 39 / 52)])
-def test_default_settings_beat_the_majority_class_clearly(nwires, accuracy):
-    """lr 0.1 ended at the majority-class rate (28/52) at 4 wires; the default 0.03 learns at 4 and 6."""
+MARGIN_ROWS = 6  # held-out rows right beyond the majority class's 28 of 52: well above chance, whatever torch's rounding
+
+
+@pytest.mark.parametrize("nwires", [6, 4])
+def test_default_settings_beat_the_majority_class_clearly(nwires):
+    """lr 0.1 ended at the majority-class rate (28/52) at 4 wires; the default 0.03 learns at 4 and 6 (0.750 and
+    0.769 recorded, 39 and 40 of 52: the exact count follows torch's numerics, the margin is the property)."""
     result = qnn.train(qnn.Config(nwires=nwires), "local:pennylane/lightning.qubit")
     assert result["majority_class_rate"] == pytest.approx(28 / 52)
-    assert result["test_accuracy"] == pytest.approx(accuracy), result["history"]
+    assert result["test_accuracy"] >= (28 + MARGIN_ROWS) / 52, result["history"]
     assert not result["predicts_one_class"]
     assert result["history"][-1]["train_loss"] < result["history"][0]["train_loss"]
 

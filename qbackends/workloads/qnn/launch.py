@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import QBackendsError, WorkloadInputError
 from ...probe import cpu_cores
+from ...scoped import environment
 from ...storage import atomic_write_json
 from .training import RESULTS_FILE, Config, Context, hyperparameter, init_distributed, option, train
 
@@ -136,7 +137,7 @@ def launch(
         "PYTHONWARNINGS": "ignore::UserWarning:multiprocessing.resource_tracker",
     }
     try:
-        with _launcher_quiet(), _environment(workers_env):
+        with _launcher_quiet(), environment(workers_env):
             results = elastic_launch(launch_config, _local_worker)(*args)
     except SignalException:  # the launcher stopped the workers; the CLI says "interrupted" once
         raise KeyboardInterrupt from None
@@ -178,18 +179,6 @@ def _peers_lost() -> Iterator[None]:
             "this rank stopped too.",
             "see the other ranks' output; rerun with --resume to continue from the last finished epoch.",
         ) from None
-
-
-@contextlib.contextmanager
-def _environment(defaults: dict[str, str]) -> Iterator[None]:
-    """Variables the workers inherit, where the user has not set them, for as long as they run; then as they were."""
-    added = [name for name in defaults if name not in os.environ]
-    os.environ.update({name: defaults[name] for name in added})
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 @contextlib.contextmanager
