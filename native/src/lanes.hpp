@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -14,7 +15,14 @@
 namespace qb {
 
 using u64 = std::uint64_t;
-constexpr u64 LANES = 8;           // 64 bytes of float64 or 32 of float32
+// One machine register of float64 (half of one of float32): wider vectors than the registers spill to the stack.
+#if defined(__AVX512F__)
+constexpr u64 LANES = 8;
+#elif defined(__AVX__)
+constexpr u64 LANES = 4;
+#else
+constexpr u64 LANES = 2;
+#endif
 constexpr u64 STREAM_ALIGN = 64;   // bytes: a streaming store writes whole, aligned vectors
 
 #define QB_INLINE inline __attribute__((always_inline))
@@ -135,16 +143,31 @@ QB_INLINE double moment_lanes(const T* pre, const T* pim, const T* lre, const T*
 // LANES complex numbers are two vectors of LANES numbers (each a machine register or two): their even lanes
 // are the real parts, the odd ones the imaginary parts.
 
+template <int... I>
+using lane_indices = std::integer_sequence<int, I...>;
+using each_lane = std::make_integer_sequence<int, int(LANES)>;
+
+template <class V, int... I>
+QB_INLINE void deinterleave(const V& lo, const V& hi, V& re, V& im, lane_indices<I...>) {
+    re = __builtin_shufflevector(lo, hi, (2 * I)...);
+    im = __builtin_shufflevector(lo, hi, (2 * I + 1)...);
+}
+
 template <class V>
 QB_INLINE void deinterleave(const V& lo, const V& hi, V& re, V& im) {
-    re = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
-    im = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+    deinterleave(lo, hi, re, im, each_lane{});
+}
+
+template <class V, int... I>
+QB_INLINE void interleave(const V& re, const V& im, V& lo, V& hi, lane_indices<I...>) {
+    constexpr int L = int(LANES);
+    lo = __builtin_shufflevector(re, im, (I / 2 + (I % 2) * L)...);
+    hi = __builtin_shufflevector(re, im, (L / 2 + I / 2 + (I % 2) * L)...);
 }
 
 template <class V>
 QB_INLINE void interleave(const V& re, const V& im, V& lo, V& hi) {
-    lo = __builtin_shufflevector(re, im, 0, 8, 1, 9, 2, 10, 3, 11);
-    hi = __builtin_shufflevector(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
+    interleave(re, im, lo, hi, each_lane{});
 }
 
 template <class T>
@@ -158,26 +181,17 @@ QB_INLINE void split_lanes(T* __restrict re, T* __restrict im, u64 row, const T*
 // A store of LANES numbers past the caches (no read of the line first), at a STREAM_ALIGN-aligned address.
 template <class T>
 QB_INLINE void stream_store(T* p, const typename Vec<T>::v& v) {
+    constexpr u64 bytes = sizeof v;
 #if defined(__x86_64__) && defined(__AVX512F__)
-    if constexpr (sizeof(T) == 8) _mm512_stream_pd(reinterpret_cast<double*>(p), (__m512d)v);
-    else _mm256_stream_ps(reinterpret_cast<float*>(p), (__m256)v);
-#elif defined(__x86_64__) && defined(__AVX__)
-    if constexpr (sizeof(T) == 8) {
-        typedef double h __attribute__((vector_size(32)));
-        _mm256_stream_pd(reinterpret_cast<double*>(p), (__m256d)(h)__builtin_shufflevector(v, v, 0, 1, 2, 3));
-        _mm256_stream_pd(reinterpret_cast<double*>(p) + 4, (__m256d)(h)__builtin_shufflevector(v, v, 4, 5, 6, 7));
-    } else {
-        _mm256_stream_ps(reinterpret_cast<float*>(p), (__m256)v);
-    }
-#elif defined(__x86_64__)
-    constexpr u64 per = 16 / sizeof(T);
-    for (u64 i = 0; i < LANES; i += per) {
-        if constexpr (sizeof(T) == 8) _mm_stream_pd(reinterpret_cast<double*>(p) + i, _mm_loadu_pd(reinterpret_cast<const double*>(&v) + i));
-        else _mm_stream_ps(reinterpret_cast<float*>(p) + i, _mm_loadu_ps(reinterpret_cast<const float*>(&v) + i));
-    }
-#else
-    store(p, v);
+    if constexpr (bytes == 64) return _mm512_stream_pd(reinterpret_cast<double*>(p), (__m512d)v);
 #endif
+#if defined(__x86_64__) && defined(__AVX__)
+    if constexpr (bytes == 32) return _mm256_stream_pd(reinterpret_cast<double*>(p), (__m256d)v);
+#endif
+#if defined(__x86_64__)
+    if constexpr (bytes == 16) return _mm_stream_pd(reinterpret_cast<double*>(p), (__m128d)v);
+#endif
+    store(p, v);
 }
 
 // Streaming stores are weakly ordered: a full fence makes them visible ahead of every later access.
@@ -197,24 +211,24 @@ QB_INLINE void join_lanes(const T* re, const T* im, u64 row, T* psi, u64 start) 
     store_pair<STREAM>(psi + 2 * start, lo, hi);
 }
 
-// The LANES x LANES transpose of LANES vectors, by swapping blocks of 4, 2 and 1 lanes.
-template <class V>
+// The LANES x LANES transpose of LANES vectors, by swapping blocks of LANES/2, ..., 2 and 1 lanes: with
+// blocks of H, lane j of the first vector of a pair takes the second's lane j - H where j & H, and the second
+// takes the first's lane j + H where not.
+template <int H, class V, int... I>
+QB_INLINE void swap_blocks(V* r, lane_indices<I...>) {
+    constexpr int L = int(LANES);
+    for (int i = 0; i < L; ++i) {
+        if (i & H) continue;
+        const V a = r[i], b = r[i + H];
+        r[i] = __builtin_shufflevector(a, b, ((I & H) ? L + I - H : I)...);
+        r[i + H] = __builtin_shufflevector(a, b, ((I & H) ? L + I : I + H)...);
+    }
+}
+
+template <int H = int(LANES) / 2, class V>
 QB_INLINE void transpose(V* r) {
-    for (int i : {0, 1, 2, 3}) {
-        V a = r[i], b = r[i + 4];
-        r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11);
-        r[i + 4] = __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-    for (int i : {0, 1, 4, 5}) {
-        V a = r[i], b = r[i + 2];
-        r[i] = __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
-        r[i + 2] = __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-    for (int i : {0, 2, 4, 6}) {
-        V a = r[i], b = r[i + 1];
-        r[i] = __builtin_shufflevector(a, b, 0, 8, 2, 10, 4, 12, 6, 14);
-        r[i + 1] = __builtin_shufflevector(a, b, 1, 9, 3, 11, 5, 13, 7, 15);
-    }
+    swap_blocks<H>(r, each_lane{});
+    if constexpr (H > 1) transpose<H / 2>(r);
 }
 
 // re/im[row + j·row_stride + r] <- psi[start + r·run_stride + j] for r, j < LANES.
