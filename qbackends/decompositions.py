@@ -19,9 +19,13 @@ from typing import Any
 
 import numpy as np
 import pennylane as qml
-from pennylane.decomposition import DecompositionRule, gate_sets
+from pennylane.decomposition import DecompositionRule, gate_sets, resource_rep
 from pennylane.exceptions import DecompositionWarning
 from pennylane.transforms.core import BoundTransform
+
+# PennyLane 0.45's own steps of qml.transforms.decompose (pinned <0.46), taken apart so that the graph it
+# solves is solved once per device and set of operators rather than on every execution.
+from pennylane.transforms.decompose import _construct_and_solve_decomp_graph, _operator_decomposition_gen, _resolve_gate_set
 
 from .backend import RuleRegistration
 from .capabilities import DeclaredOperations
@@ -314,6 +318,18 @@ class RuleSet:
         """Operators that reach the device as they are."""
         return self._kept_adjoint if adjoint else self._kept_plain
 
+    @functools.cached_property
+    def _lowering_plain(self) -> Lowering:
+        return Lowering(self, adjoint=False)
+
+    @functools.cached_property
+    def _lowering_adjoint(self) -> Lowering:
+        return Lowering(self, adjoint=True)
+
+    def lowering(self, adjoint: bool) -> Lowering:
+        """The lowering to the kept operators, its solved graphs kept for the device's life."""
+        return self._lowering_adjoint if adjoint else self._lowering_plain
+
     def is_empty(self) -> bool:
         return not self.targets and not self.declared.adjoint_differentiable
 
@@ -387,27 +403,51 @@ def _several_parameters(name: str) -> bool:
     return isinstance(count, int) and count > 1
 
 
+class Lowering:
+    """What ``qml.transforms.decompose`` does with the graph on, for one rule set and gradient method, with
+    each graph solved once per set of operators it lowers (by their resource representations, which is all
+    the graph sees of them) instead of on every execution."""
+
+    def __init__(self, ruleset: RuleSet, adjoint: bool) -> None:
+        # Every kept gate costs one pass; the default rules' outputs win ties.
+        keep = ruleset.kept(adjoint)
+        self.gate_set, self.stops = _resolve_gate_set({name: 0.99 if name in ruleset.preferred else 1.0 for name in keep}, None)
+        self.fixed = dict(ruleset.fixed) or None
+        self.alternatives = {k: list(v) for k, v in ruleset.alternatives.items()} or None
+        self.solutions: dict[frozenset, Any] = {}
+
+    def operations(self, operations: list[Any]) -> list[Any]:
+        """``operations`` with every one not kept lowered, in order."""
+        lowered = [op for op in operations if not self.stops(op)]
+        try:
+            key = frozenset(resource_rep(type(op), **op.resource_params) for op in lowered)
+        except Exception:  # noqa: BLE001 - an operator whose resources cannot be keyed: solved for this circuit only
+            key = None
+        solution = self.solutions.get(key) if key is not None else None
+        if solution is None:
+            # strict=False: what the graph cannot lower is left to the device, whose own
+            # preprocessing decomposes it or says it cannot.
+            solution = _construct_and_solve_decomp_graph(lowered, self.gate_set, 0, False, self.fixed, self.alternatives, False)
+            if key is not None:
+                self.solutions[key] = solution
+        return [
+            new
+            for op in operations
+            for new in _operator_decomposition_gen(op, self.stops, num_work_wires=solution.num_work_wires, graph_solution=solution)
+        ]
+
+
 @qml.transform
 def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool) -> tuple[Any, Any]:
     """Lower the operators ``ruleset`` targets with its rules, by graph decomposition."""
     keep = ruleset.kept(adjoint)
     if all(op.name in keep for op in tape.operations):
         return (_rebindable(tape),), _identity
-    # Every kept gate costs one pass; the default rules' outputs win ties.
-    gate_set = {name: 0.99 if name in ruleset.preferred else 1.0 for name in keep}
     with qml.decomposition.toggle_graph_ctx(True), warnings.catch_warnings():
-        # strict=False: what the graph cannot lower is left to the device, whose own
-        # preprocessing decomposes it or says it cannot.
         warnings.simplefilter("ignore", DecompositionWarning)
         warnings.filterwarnings("ignore", message=".*GlobalPhase is not assumed to have a decomposition")
         try:
-            tapes, post = qml.transforms.decompose(
-                tape,
-                gate_set=gate_set,
-                fixed_decomps=dict(ruleset.fixed) or None,
-                alt_decomps={k: list(v) for k, v in ruleset.alternatives.items()} or None,
-                strict=False,
-            )
+            lowered = tape.copy(operations=ruleset.lowering(adjoint).operations(tape.operations))
         except RecursionError:  # a rule whose result needs that rule again (a user's rule for RX that returns RX)
             users = sorted(name for name in ruleset.fixed if name not in exact_rules())
             raise UnsupportedCircuitError(
@@ -415,8 +455,8 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
                 + (f" (the rules given for {', '.join(users)})." if users else "."),
                 "give each rule a result in other gates (a rule for RX must not return RX), or leave that rule out.",
             ) from None
-    _refuse_unlowerable(tapes[0], ruleset, adjoint)
-    return (_rebindable(tapes[0]),), post
+    _refuse_unlowerable(lowered, ruleset, adjoint)
+    return (_rebindable(lowered),), _identity
 
 
 def _rebindable(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
