@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import UnsupportedCircuitError
+
 NO_SHIFT_RULE = frozenset({"StateMP", "DensityMatrixMP", "PurityMP", "VnEntropyMP", "MutualInfoMP"})
 
 
@@ -68,8 +70,6 @@ def no_shift_rule(circuit: Any) -> str | None:
 
 def refusal(device: str, reason: str, how: str) -> Exception:
     """The typed refusal of a gradient on ``device``, whose own gradient is ``how``, where parameter-shift cannot."""
-    from .errors import UnsupportedCircuitError
-
     return UnsupportedCircuitError(
         f"{device} has no gradient of this circuit: {how}, and parameter-shift cannot take it: {reason}.",
         "for values alone use diff_method=None; for the gradient, diff_method='backprop' on "
