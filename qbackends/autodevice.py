@@ -179,8 +179,9 @@ class AutoQubit(Device):
             )
             choice = self._choices[key]
             if backend.device_name in self._context.build_failures:  # failed since: screened again, for its reason
-                choice = screen([backend], self._count, request.precision, request.diff_method, request.ignore_memory,
-                                machine(self._context), context=self._context)[0][0]  # fmt: skip
+                r, facts = request, machine(self._context)
+                fit, _ = screen([backend], self._count, r.precision, r.diff_method, r.ignore_memory, facts, False, self._context)
+                choice = fit[0]
             state = np.random.get_state()  # a backend built here draws nothing more from NumPy's global generator
             try:
                 device = build(request, choice, self._context)

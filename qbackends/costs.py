@@ -111,7 +111,7 @@ def _diagonal(op: Any) -> bool:
         return set(op.hyperparameters["pauli_word"]) <= {"Z", "I"}
     if len(op.wires) > 2 or not op.has_matrix or op.batch_size:
         return False
-    import numpy as np
+    import numpy as np  # as in shape_of: only where a tape is read
     import pennylane as qml
 
     try:  # at a generic angle: RX(0) is diagonal, RX(x) is not

@@ -499,7 +499,7 @@ def _with_rules(device_class: Any) -> type:
     def compute_derivatives(self: Any, circuits: Any, execution_config: Any = None) -> Any:
         return _float64(device_class.compute_derivatives(self, circuits, execution_config))
 
-    from pennylane.devices import Device
+    from pennylane.devices import Device  # PennyLane is imported at the top; this name is only needed here
 
     # A device overrides either preprocess or preprocess_transforms (PennyLane refuses both): wrap that one.
     legacy = device_class.preprocess is not Device.preprocess

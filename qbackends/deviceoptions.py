@@ -37,9 +37,9 @@ def factory_of(backend: Backend, context: Context) -> Callable[..., Any]:
     return backend.create or device_class(backend.device_name, context).__init__
 
 
-def accepted_options(factory: Callable[..., Any]) -> tuple[set[str], bool]:
-    """(named keyword options, whether it also takes ``**options``)."""
-    params = inspect.signature(factory).parameters
+def accepted_options(factory: Callable[..., Any], params: Mapping[str, inspect.Parameter] | None = None) -> tuple[set[str], bool]:
+    """(named keyword options, whether it also takes ``**options``); ``params``: its signature's, read already."""
+    params = inspect.signature(factory).parameters if params is None else params
     accepted = {n for n, p in params.items() if n not in ("self", "wires") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     return accepted, any(p.kind is p.VAR_KEYWORD for p in params.values())
 
@@ -61,15 +61,30 @@ def accepts_precision(backend: Backend, context: Context) -> bool:
         return False
 
 
+def build_options(
+    backend: Backend, precision: str, options: Mapping[str, Any], context: Context
+) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """(what builds the backend's device, the keyword arguments to build it with): ``options`` checked
+    (``device_options``) and seeded (``seeded``), its signature read once."""
+    factory = factory_of(backend, context)
+    params = inspect.signature(factory).parameters
+    return factory, seeded(params, device_options(backend, factory, precision, options, context, params))
+
+
 def device_options(
-    backend: Backend, factory: Callable[..., Any], precision: str, options: Mapping[str, Any], context: Context
+    backend: Backend,
+    factory: Callable[..., Any],
+    precision: str,
+    options: Mapping[str, Any],
+    context: Context,
+    params: Mapping[str, inspect.Parameter] | None = None,
 ) -> dict[str, Any]:
     """Check ``options`` against what the device accepts; map ``precision`` to its dtype.
 
     A plugin's ``create(wires, **options)`` passes options on to its PennyLane device: they are
     checked against that device class's own signature.
     """
-    accepted, open_ended = accepted_options(factory)
+    accepted, open_ended = accepted_options(factory, params)
     if open_ended and backend.create is not None:
         try:
             accepted, open_ended = accepted_options(device_class(backend.device_name, context).__init__)
@@ -97,11 +112,12 @@ def device_options(
     return result
 
 
-def seeded(factory: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+def seeded(params: Mapping[str, inspect.Parameter], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Every device takes one number from NumPy's global generator when it is built, as PennyLane's own do
     (``seed="global"``), so a program seeded with ``np.random.seed`` draws the same data whatever the backend;
-    a device that does not draw it itself is seeded with it where it takes a ``seed``."""
-    seed = inspect.signature(factory).parameters.get("seed")
+    a device that does not draw it itself is seeded with it where it takes a ``seed`` (``params``: the
+    parameters of what builds it)."""
+    seed = params.get("seed")
     if "seed" in kwargs or (seed is not None and seed.default == "global"):
         return kwargs  # given, or the device draws it itself
     import numpy as np  # as above: only while a device is built

@@ -17,7 +17,7 @@ from . import capabilities
 from . import decompositions as rules
 from .backend import Backend
 from .context import Context
-from .deviceoptions import device_options, factory_of, seeded
+from .deviceoptions import build_options
 from .errors import BackendUnavailableError, QBackendsError, UnsupportedOptionError
 from .request import Request
 from .screening import Choice, check_request_on, guarded_wires, machine, requested_chain, screen
@@ -84,8 +84,7 @@ def construct(choice: Choice, wires: Any, precision: str, options: Mapping[str, 
         BackendUnavailableError: the backend cannot be built here at all.
     """
     backend = choice.backend
-    factory = factory_of(backend, context)
-    kwargs = seeded(factory, device_options(backend, factory, precision, options, context))
+    _, kwargs = build_options(backend, precision, options, context)
     try:
         return _construct(backend, wires, kwargs)
     except QBackendsError:

@@ -163,7 +163,7 @@ class Registry:
 
 def _rule_problem(registration: Any) -> str | None:
     """Why a rule registration cannot be used, or None. Imports PennyLane (rules are for devices)."""
-    import pennylane as qml
+    import pennylane as qml  # rules are checked on first use only: building the registry stays light
 
     if not isinstance(registration, RuleRegistration):
         return f"registered {registration!r}, not a qbackends.RuleRegistration"
@@ -263,7 +263,10 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "install": (lambda v: v is None or (isinstance(v, str) and bool(v.strip())), "None or how to install it, as a fix says it"),
     "backprop": (lambda v: isinstance(v, bool), "True or False"),
     "faster_zz": (lambda v: v in (None, "IsingZZ", "MultiRZ"), "None, 'IsingZZ' or 'MultiRZ'"),
-    "mpi_module": (lambda v: v is None or (isinstance(v, str) and all(p.isidentifier() for p in v.split("."))), "None or a module name"),
+    "mpi_module": (
+        lambda v: v is None or (isinstance(v, str) and all(p.isidentifier() for p in v.split("."))),
+        "None or a module name",
+    ),
 }
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 

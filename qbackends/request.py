@@ -11,7 +11,7 @@ import numbers
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import capabilities, devicestring
@@ -50,10 +50,6 @@ class Request:
     decompositions: Mapping[Any, Callable[..., Any]] | None = None
     default_decompositions: bool = True
     options: Mapping[str, Any] = field(default_factory=dict)
-
-    def with_options(self, **options: Any) -> Request:
-        """The same request with other device options."""
-        return replace(self, options=options)
 
 
 def parse_request(
