@@ -12,7 +12,7 @@ from importlib import metadata
 from typing import Any
 
 from .backend import Backend
-from .context import Context
+from .context import Context, get_context
 from .errors import BackendUnavailableError, QBackendsError, UnsupportedOptionError
 
 GLOBAL_SEED_BOUND = 2**31 - 1  # what PennyLane-Lightning draws from NumPy's global generator when it is built
@@ -44,10 +44,11 @@ def accepted_options(factory: Callable[..., Any], params: Mapping[str, inspect.P
     return accepted, any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def accepts_option(backend: Backend, name: str, context: Context) -> bool:
-    """Whether ``get_device`` passes the option ``name`` on to this backend's device."""
+def accepts_option(backend: Backend, name: str, context: Context | None = None) -> bool:
+    """Whether ``get_device`` passes the option ``name`` on to this backend's device (``context``: where its
+    device class is kept; the current one by default)."""
     try:
-        accepted, open_ended = accepted_options(factory_of(backend, context))
+        accepted, open_ended = accepted_options(factory_of(backend, context or get_context()))
     except QBackendsError:
         return False
     return name in accepted or (open_ended and backend.options is not None and name in backend.options)
