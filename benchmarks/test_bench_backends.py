@@ -50,10 +50,10 @@ def _backends() -> list:
 
 
 def _device(backend: str, nodes: int):
-    if backend == "auto: QAOA workload":  # what `qbackends run qaoa` takes under auto (policy.qaoa_device)
-        from qbackends import policy
+    if backend == "auto: QAOA workload":  # what `qbackends run qaoa` takes under auto (workloaddevices.qaoa_device)
+        from qbackends import workloaddevices
 
-        return policy.qaoa_device("auto", nodes, "adjoint")
+        return workloaddevices.qaoa_device("auto", nodes, "adjoint")
     if backend == "qiskit.aer":  # a peer without a qbackends plugin: through PennyLane directly
         return qml.device("qiskit.aer", wires=nodes)
     try:

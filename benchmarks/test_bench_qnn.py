@@ -147,7 +147,7 @@ def test_qnn_layer_batch_step(benchmark, nwires):
     is the median over all rounds. Every path agrees with default.qubit to 1e-10 first."""
     import torch
 
-    from qbackends import policy
+    from qbackends import workloaddevices
     from qbackends.device import get_device
 
     inputs = torch.rand(BATCH, nwires, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
@@ -156,7 +156,7 @@ def test_qnn_layer_batch_step(benchmark, nwires):
     layers = {
         PATHS[0]: qnn.quantum_layer(nwires, get_device("lightning.qubit", wires=nwires), "adjoint"),
         PATHS[1]: reference,
-        PATHS[2]: qnn.quantum_layer(nwires, *policy.qnn_device("auto", nwires, "adjoint")),
+        PATHS[2]: qnn.quantum_layer(nwires, *workloaddevices.qnn_device("auto", nwires, "adjoint")),
     }
     steps = {}
     for name, layer in layers.items():

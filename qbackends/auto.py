@@ -1,27 +1,37 @@
 """Which backend runs a circuit fastest here: the one place qbackends decides.
 
-``auto`` decides per circuit. It reads what the circuit says (``Shape``: wires, broadcast batch, gate mix,
+One predicate says which backends ``auto`` may take (``Backend.auto_eligible``), one ordering ranks them before
+any circuit is known (``ranked``; a measured workload profile first where there is one: ``without_circuit``),
+and ``decide`` orders them for a circuit. ``auto`` decides per circuit. It reads what the circuit says (``Shape``: wires, broadcast batch, gate mix,
 parameters, observables, shots, the gradient asked for), predicts each candidate's step from a cost
 model measured on the reference machine (``data/auto-model.json``), and, where the step is cheap
 enough to try, runs the circuit on the close contenders and keeps the fastest. The decision is made
-once per circuit structure and kept in the registry; ``qbackends probe auto`` explains the rules.
+once per circuit structure and kept in the context (``qbackends.context``); ``qbackends probe auto`` explains the rules.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
-from typing import Any
+from dataclasses import dataclass, field
 
+from . import calibration, probe
 from .backend import Backend
-from .errors import EnvironmentSettingError, QBackendsError
+from .calibration import Profile
+from .context import Context
+from .costs import DIAGONAL, Costs, ObservableKeys, Shape, as_run, predict, shape_of, shipped_model, structure_key
+from .devicestring import parse
+from .errors import (
+    BackendUnavailableError,
+    DeviceStringError,
+    EnvironmentSettingError,
+    QBackendsError,
+    UnsupportedCircuitError,
+    UnsupportedOptionError,
+)
 
 log = logging.getLogger("qbackends")
 
@@ -44,203 +54,43 @@ TRIAL_ROUNDS = 7  # at most: each contender runs this often, interleaved; the fi
 TIMED_ROUNDS = 2  # at least, within the budget or not
 TRIAL_SHARE = 0.05  # more rounds only while the trial stays within this share of the run's expected steps
 
-# Gates that only multiply amplitudes by phases: fused.qubit merges runs of them into one pass.
-DIAGONAL = frozenset(
-    {
-        "RZ", "PhaseShift", "S", "T", "Z", "PauliZ", "CZ", "CCZ", "IsingZZ", "MultiRZ", "ControlledPhaseShift",
-        "CPhase", "CRZ", "U1", "DiagonalQubitUnitary", "GlobalPhase", "Identity", "PCPhase", "Adjoint(S)", "Adjoint(T)",
-    }
-)  # fmt: skip
+# ---- the candidates: one predicate (``Backend.auto_eligible``), one ordering ---------------------------------
 
 
-@dataclass(frozen=True)
-class Shape:
-    """What the decision reads of a circuit.
-
-    Attributes:
-        wires: qubits of the state.
-        batch: rows of a parameter broadcast (1 without one).
-        gates: operations, templates expanded; ``diagonal`` of them phase-only, in ``runs`` runs of consecutive ones.
-        parameters: trainable parameters (the gradient's length).
-        terms: Pauli terms measured (a Hamiltonian's count).
-        shots: finite shots, or None for analytic results.
-        gradient: the differentiation method asked for (None: values only).
-        groups: executions a backend makes of each row (its preprocessing splits the measured terms into
-            groups it measures one by one); 1 where it measures them all in one execution.
-        native: operations per execution after a backend's preprocessing (its own gate set: a
-            DoubleExcitation is one operation on lightning, many on others); None: ``gates``.
-    """
-
-    wires: int
-    batch: int = 1
-    gates: int = 0
-    diagonal: int = 0
-    runs: int = 0
-    parameters: int = 0
-    terms: int = 1
-    shots: int | None = None
-    gradient: str | None = None
-    groups: int = 1
-    native: int | None = None
-
-    def describe(self) -> str:
-        batch = f", batch {self.batch}" if self.batch > 1 else ""
-        grad = f", {self.gradient} gradient of {self.parameters} parameters" if self.gradient else ", no gradient"
-        shots = f", {self.shots} shots" if self.shots else ""
-        diagonal = f"{self.diagonal} diagonal in {self.runs} runs"
-        return f"{self.wires} wires{batch}, {self.gates} gates ({diagonal}), {self.terms} terms{grad}{shots}"
+def ranked(backends: Iterable[Backend], size: int | None) -> list[Backend]:
+    """The backends ``auto`` may take (``Backend.auto_eligible``) in its order of preference for circuits of ``size``
+    qubits: those weighed at this size (a GPU only from its ``min_auto_wires``) first, then by declared preference
+    (higher first); ``size`` None: of any size, by preference alone. Every list ``auto`` weighs is this one,
+    filtered; circuits themselves are ordered by ``decide``."""
+    eligible = [b for b in backends if b.auto_eligible]
+    return sorted(eligible, key=lambda b: (size is None or size >= b.min_auto_wires, b.preference), reverse=True)
 
 
-def shape_of(tape: Any, wires: int, gradient: Any, trainable: Sequence[int]) -> Shape:
-    """The ``Shape`` of a tape (templates expanded: call it once per circuit structure)."""
-    import pennylane as qml
-    from pennylane.devices.preprocess import decompose
-
-    try:
-        (expanded,), _ = decompose(tape, stopping_condition=lambda op: len(op.wires) <= 2 or not op.has_decomposition)
-        ops = expanded.operations
-    except Exception:  # noqa: BLE001 - a template that does not expand here: count it as written
-        ops = tape.operations
-    terms = 0
-    for m in tape.measurements:
-        obs = getattr(m, "obs", None)
-        try:
-            terms += len(obs.terms()[0]) if isinstance(obs, (qml.ops.Sum, qml.ops.SProd, qml.ops.Prod)) else 1
-        except Exception:  # noqa: BLE001 - an observable without terms
-            terms += 1
-    method = gradient if isinstance(gradient, str) or gradient is None else getattr(gradient, "__name__", "transform")
-    diagonal = [_diagonal(op) for op in ops]
-    return Shape(
-        wires=wires,
-        batch=tape.batch_size or 1,
-        gates=len(ops),
-        diagonal=sum(diagonal),
-        runs=sum(d and (i == 0 or not diagonal[i - 1]) for i, d in enumerate(diagonal)),
-        parameters=len(trainable) if method else 0,
-        terms=max(terms, 1),
-        shots=tape.shots.total_shots if tape.shots else None,
-        gradient=method,
-    )
-
-
-def as_run(shape: Shape, tapes: Sequence[Any]) -> Shape:
-    """``shape`` as one backend runs it: ``tapes`` are what that backend's preprocessing made of the circuit
-    (its own operations; a broadcast split into rows, measured terms split into groups)."""
-    rows = shape.batch if shape.batch > 1 and all(t.batch_size is None for t in tapes) else 1
-    native = round(sum(len(t.operations) for t in tapes) / max(len(tapes), 1))
-    return replace(shape, groups=max(len(tapes) // rows, 1), native=native)
-
-
-def _diagonal(op: Any) -> bool:
-    """Whether a gate only multiplies amplitudes by phases (its matrix is diagonal)."""
-    if op.name in DIAGONAL:
-        return True
-    if op.name == "PauliRot":
-        return set(op.hyperparameters["pauli_word"]) <= {"Z", "I"}
-    if len(op.wires) > 2 or not op.has_matrix or op.batch_size:
-        return False
-    import numpy as np
-    import pennylane as qml
-
-    try:  # at a generic angle: RX(0) is diagonal, RX(x) is not
-        generic = qml.ops.functions.bind_new_parameters(op, [np.full(np.shape(d), 0.7311) for d in op.data])
-        matrix = np.asarray(generic.matrix(), dtype=complex)
-    except Exception:  # noqa: BLE001 - an operator whose matrix needs more than its data
-        return False
-    return bool(np.allclose(matrix, np.diag(np.diag(matrix))))
-
-
-def structure_key(tape: Any, trainable: Sequence[int], gradient: Any, observables: ObservableKeys) -> tuple[Any, ...]:
-    """What makes two circuits the same for the decision: operations and wires, parameter shapes, measurements.
-    Computed on every execution, so kept cheap (tens of microseconds for a few hundred gates)."""
-    ops = tuple((op.name, op.wires.labels, tuple(getattr(d, "shape", ()) for d in op.data)) for op in tape.operations)
-    measurements = tuple((type(m).__name__, m.wires.labels, observables.key(m.obs)) for m in tape.measurements)
-    return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient)
-
-
-class ObservableKeys:
-    """PennyLane's hash of an observable, kept while the observable lives: a Hamiltonian of many terms is
-    hashed once, not on every execution (a user's circuit measures the same object each time)."""
-
-    def __init__(self) -> None:
-        self._known: dict[int, tuple[Any, int]] = {}
-
-    def key(self, obs: Any) -> int | None:
-        if obs is None:
-            return None
-        import weakref
-
-        known = self._known.get(id(obs))
-        if known is not None and known[0]() is obs:
-            return known[1]
-        try:
-            ref = weakref.ref(obs)
-        except TypeError:  # not weakly referable: hashed each time
-            return int(obs.hash)
-        if len(self._known) > 256:
-            self._known.clear()
-        self._known[id(obs)] = (ref, int(obs.hash))
-        return self._known[id(obs)][1]
-
-
-# ---- the candidates -------------------------------------------------------------------------
-
-
-def may_take(backend: Backend) -> bool:
-    """Whether ``auto`` may take a backend at all: not marked "by name only" (a negative preference), analytic,
-    and a state vector (the cost model's kind)."""
-    return backend.preference >= 0 and not backend.needs_shots and backend.state_copies is not None
-
-
-def candidates(
-    registry: Any,
-    wires: int | None,
-    precision: str = "c128",
-    diff_method: str | None = "adjoint",
-    ignore_memory: bool = False,
-    exclude: Iterable[str] = (),
-    shots: Any = None,
-) -> list[Backend]:
-    """The backends ``auto`` weighs for circuits of ``wires`` qubits, in order of preference: those that run here
-    and fit, GPUs only from their ``min_auto_wires``, less the excluded ones.
+def weighed(backends: Iterable[Backend], wires: int | None, skip: set[str]) -> list[Backend]:
+    """The backends ``auto`` weighs for circuits of ``wires`` qubits (``None``: any), best first, less ``skip``.
 
     Raises:
-        BackendUnavailableError, InsufficientMemoryError: when none does (each one's reason is listed).
-        UnsupportedOptionError: an excluded name that is not a device string.
+        BackendUnavailableError: when every one is excluded.
     """
-    from .device import facts_for, screen
-
-    skip = excluded(also=exclude)
-    chain = [
-        b
-        for b in sorted(registry.backends.values(), key=lambda b: -b.preference)
-        if may_take(b) and not matches(b, skip) and (wires is None or wires >= b.min_auto_wires)
-    ]
+    chain = [b for b in ranked(backends, wires) if not matches(b, skip) and (wires is None or wires >= b.min_auto_wires)]
     if not chain:
-        from .errors import BackendUnavailableError
-
         raise BackendUnavailableError(
             f"auto has no backend to weigh: every one is excluded ({', '.join(sorted(skip))}).",
             f"remove some from {EXCLUDE_ENV} or exclude=.",
         )
-    fit, _ = screen(chain, wires, precision, diff_method, ignore_memory, facts_for(registry), every=True)
-    return [choice.backend for choice in fit]
+    return chain
 
 
-def without_circuit(registry: Any, facts: Any, wires: int | None) -> list[Backend]:
+def without_circuit(
+    backends: Iterable[Backend], wires: int | None, profile: Profile | None, runs_here: Callable[[Backend], bool]
+) -> list[Backend]:
     """What ``auto`` takes when it is told no circuit, only a wire count (``choose("auto", n)``, a job's check that
-    something runs here), best first: the fastest at this size in a workload profile measured on this machine
-    (``qbackends calibrate --workload qaoa``), then the documented preference (GPUs only from their
-    ``min_auto_wires``). Circuits themselves are decided by ``decide``."""
-    from . import calibration, capabilities
-
-    eligible = [b for b in registry.backends.values() if b.generic_auto]
-    size = wires or 0
-    eligible.sort(key=lambda b: (size >= b.min_auto_wires, b.preference), reverse=True)
-    profile = calibration.load_profile(facts) if wires is not None else None
+    something runs here), best first: the fastest at this size in a workload ``profile`` measured on this machine
+    (``qbackends calibrate --workload qaoa``), among those that ``runs_here``, then ``ranked`` (no wire count:
+    the smallest circuit's order)."""
+    eligible = ranked(backends, wires or 0)
     if profile is not None:
-        runnable = [b for b in eligible if capabilities.evaluate(b, facts).ok]
-        best = calibration.fastest(profile, runnable, size)
+        best = calibration.fastest(profile, [b for b in eligible if runs_here(b)], wires or 0)
         if best is not None:
             eligible.remove(best)
             eligible.insert(0, best)
@@ -248,21 +98,20 @@ def without_circuit(registry: Any, facts: Any, wires: int | None) -> list[Backen
 
 
 DEVICE_GRADIENTS = ("adjoint", "backprop", "device", "best")
-BACKPROP = frozenset({"pennylane/default.qubit"})  # backends whose results an ML framework differentiates through
 
 
 def gradient_methods(backends: Sequence[Backend], requested: Any, shots: bool) -> tuple[dict[str, str | None], dict[str, str]]:
     """Backend key -> the gradient method it would use for a circuit asking for ``requested`` (what its
     ``setup_execution_config`` makes of "best"), without building it; and why the others cannot give it.
 
-    Every state-vector backend here differentiates by adjoint (analytic only); default.qubit also by
-    backprop; a gradient transform (parameter-shift, finite-diff, ...) runs on any of them.
+    Every state-vector backend here differentiates by adjoint (analytic only); one that declares ``backprop``
+    also by backprop; a gradient transform (parameter-shift, finite-diff, ...) runs on any of them.
     """
     methods: dict[str, str | None] = {}
     refused: dict[str, str] = {}
     name = requested if isinstance(requested, str) or requested is None else getattr(requested, "__name__", "transform")
     for backend in backends:
-        backprop = backend.key in BACKPROP
+        backprop = backend.backprop
         if name is None or name not in DEVICE_GRADIENTS:
             methods[backend.key] = name
         elif name == "best":
@@ -279,85 +128,27 @@ def gradient_methods(backends: Sequence[Backend], requested: Any, shots: bool) -
 # ---- the cost model --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Costs:
-    """One backend's measured costs (seconds), from which a step is predicted.
-
-    Attributes:
-        execution: fixed cost of one device call (preprocessing, binding, results).
-        row: cost of each row a broadcast batch is split into (0 where the backend runs the batch at once).
-        gate: per gate and amplitude; ``diagonal`` per diagonal gate and amplitude; ``run`` per run of
-            consecutive diagonal gates and amplitude (a backend that merges a run pays one pass for it).
-        term: per measured Pauli term and amplitude.
-        op: the fixed cost of each gate (PennyLane's and the binding's share), whatever the state's size.
-        splits_batch: whether a broadcast batch runs as one circuit per row (lightning, fused.qubit) rather than at once.
-        gradient: the step with an adjoint gradient, as a multiple of the forward step.
-        backprop: the same for backpropagation through the ML framework (default.qubit).
-    """
-
-    execution: float
-    row: float
-    gate: float
-    diagonal: float
-    term: float
-    run: float = 0.0
-    op: float = 0.0
-    splits_batch: bool = True
-    gradient: float = 3.0
-    backprop: float | None = None
-
-
-@cache
-def shipped_model() -> dict[str, Costs]:
-    """The cost model measured on the 2-core reference machine (``benchmarks/fit_auto_model.py``)."""
-    data = json.loads(resources.files("qbackends").joinpath("data/auto-model.json").read_text())
-    return {key: Costs(**values) for key, values in data["backends"].items()}
-
-
-def model(registry: Any) -> dict[str, Costs]:
-    """The cost model ``auto`` predicts with: the shipped one, each backend measured on this machine
-    (``qbackends calibrate --workload circuits``) in its place; read once per registry."""
-    if registry.auto_model is None:
-        from .calibration import load_model
-        from .device import facts_for
-
-        registry.auto_model = {**shipped_model(), **load_model(facts_for(registry))}
-    return registry.auto_model
-
-
 BACKPROP_FACTOR = 3.0  # a backprop step against its forward pass alone, for a backend the model has not measured
 
 
-def backprop_factor(registry: Any, key: str) -> float:
+def model(context: Context) -> dict[str, Costs]:
+    """The cost model ``auto`` predicts with: the shipped one, each backend measured on this machine
+    (``qbackends calibrate --workload circuits``) in its place; read once per context."""
+    if context.model is None:
+        dists = tuple(b.distribution for b in context.registry.backends.values())
+        context.model = {**shipped_model(), **calibration.load_model(probe.machine_facts(dists))}
+    return context.model
+
+
+def backprop_factor(context: Context, key: str) -> float:
     """A backprop step against its forward pass (what a trial times: the backward pass is the ML framework's)."""
-    costs = model(registry).get(key)
+    costs = model(context).get(key)
     return costs.backprop if costs is not None and costs.backprop else BACKPROP_FACTOR
 
 
 def log_decision(decision: Decision, backend: Backend, precision: str = "c128") -> None:
     """One line the first time ``auto`` takes a backend for a circuit structure."""
     log.info("qbackends: %s", decision.explain())
-
-
-def predict(costs: Costs, shape: Shape, gradient_method: str | None) -> float:
-    """Predicted seconds of one step of ``shape`` on a backend with ``costs``."""
-    amplitudes = float(2**shape.wires)
-    mixing = shape.gates - shape.diagonal
-    per_amplitude = mixing * costs.gate + shape.diagonal * costs.diagonal + shape.runs * costs.run + shape.terms * costs.term
-    work = shape.batch * amplitudes * per_amplitude
-    fixed = (shape.gates if shape.native is None else shape.native) * costs.op
-    if costs.splits_batch:  # each row is its own circuit: every fixed cost again
-        step = costs.execution + shape.batch * (costs.row + fixed) + work
-    else:
-        step = costs.execution + shape.batch * costs.row + fixed + work
-    step *= shape.groups
-    if gradient_method in ("adjoint", "device"):
-        step *= costs.gradient
-    elif gradient_method == "backprop":
-        step *= costs.backprop or costs.gradient
-    elif gradient_method:  # parameter-shift and other transforms: two executions per parameter
-        step *= 1 + 2 * shape.parameters
-    return step
 
 
 # ---- the decision ----------------------------------------------------------------------------
@@ -399,9 +190,6 @@ class Decision:
 
 def excluded(environ: dict[str, str] | None = None, also: Iterable[str] = ()) -> set[str]:
     """Backend keys removed from ``auto`` by ``QBACKENDS_AUTO_EXCLUDE`` (comma-separated device strings) and ``also``."""
-    from .devicestring import parse
-    from .errors import DeviceStringError, UnsupportedOptionError
-
     text = (os.environ if environ is None else environ).get(EXCLUDE_ENV, "")
     if isinstance(also, str) or not isinstance(also, Iterable):
         raise UnsupportedOptionError(
@@ -521,7 +309,7 @@ def _tried(
 def _refusal(exc: BaseException) -> bool:
     """Whether a trial's error is the backend refusing the circuit (a typed refusal of qbackends' or PennyLane's),
     rather than the trial failing to rebuild the step (a gradient transform's shift rule for a template, say)."""
-    import pennylane as qml
+    import pennylane as qml  # a trial ran: PennyLane is loaded; the decision module itself stays light
 
     return isinstance(exc, (QBackendsError, qml.exceptions.DeviceError, qml.exceptions.QuantumFunctionError))
 
@@ -548,9 +336,14 @@ def _first_accepted(decision: Decision, order: Sequence[str], accepts: Callable[
 
 
 def raise_refused(decision: Decision) -> None:
-    from .errors import UnsupportedCircuitError
-
     raise UnsupportedCircuitError(
         "No backend auto may take runs this circuit: " + "; ".join(f"{k}: {why}" for k, why in decision.refused.items()) + ".",
         "change the circuit as the messages say, or name a backend (e.g. local:pennylane/default.qubit).",
     )
+
+
+__all__ = [
+    "DIAGONAL", "Costs", "Decision", "ObservableKeys", "Shape", "as_run", "backprop_factor", "decide", "excluded",
+    "gradient_methods", "model", "predict", "ranked", "shape_of", "shipped_model", "structure_key", "weighed",
+    "without_circuit",
+]  # fmt: skip

@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
+from pennylane.transforms import convert_to_numpy_parameters
 from pennylane.transforms.core import BoundTransform
 
 from . import auto
+from .context import get_context
+from .decompositions import user_rules
+from .deviceoptions import GLOBAL_SEED_BOUND, accepts_option
+from .devicestring import AUTO, DeviceSpec
 from .errors import EnvironmentSettingError, UnsupportedCircuitError, UnsupportedOptionError
+from .factory import build
+from .request import Request, parse_request, wire_count
+from .screening import auto_candidates, machine, screen
 from .shiftrules import no_shift_rule, numerical, refusal
 from .simbase.measured import sampled_pauli_terms
 
@@ -60,41 +69,69 @@ class AutoQubit(Device):
         ignore_memory: bool = False,
         **options: Any,
     ) -> None:
-        from .device import GLOBAL_SEED_BOUND, check_request, wire_count
-        from .registry import get_registry
+        request = parse_request(
+            AUTO,
+            None,  # the wires as PennyLane's Device takes them, counted after (``_start``)
+            precision=precision,
+            decompositions=decompositions,
+            default_decompositions=default_decompositions,
+            diff_method=diff_method,
+            ignore_memory=ignore_memory,
+            options=options,
+            check_rules=user_rules,
+        )
+        self._start(request, wires, exclude, expected_steps)
 
-        check_request(precision, diff_method, ignore_memory, decompositions=decompositions, shots=options.get("shots"))
+    @classmethod
+    def from_request(cls, request: Request) -> AutoQubit:
+        """The auto device for a request ``get_device`` parsed (checked there, once); ``exclude`` and
+        ``expected_steps`` come among its options."""
+        options = dict(request.options)
+        exclude = options.pop("exclude", ())
+        expected_steps = options.pop("expected_steps", 100)
+        device = cls.__new__(cls)
+        device._start(replace(request, options=options), request.wires, exclude, expected_steps)
+        return device
+
+    def _start(self, request: Request, wires: Any, exclude: Sequence[str], expected_steps: Any) -> None:
         if isinstance(expected_steps, bool) or not isinstance(expected_steps, int) or expected_steps < 1:
             raise UnsupportedOptionError(
                 f"expected_steps={expected_steps!r:.60} is not a number of steps; auto spreads one-time costs over them.",
                 "pass expected_steps=N, a whole number of 1 or more (how often the circuit will run), or leave it out (100).",
             )
+        options = dict(request.options)
         self._devices: dict[str, Any] = {}
         self._trial_devices: dict[str, Any] = {}
         self._tracker: Any = None
         super().__init__(wires=wires, shots=options.get("shots"))
         # The backends get the wires as given: a count keeps them on standard labels (labels cost a mapping per execution).
         self._wires_given = wires if wires is None or isinstance(wires, int) else list(self.wires)
-        self._registry = get_registry()
-        count = wire_count(list(self.wires) if self.wires is not None else None)
+        self._context = get_context()
+        self._registry = self._context.registry
+        count = request.count
+        if count is None and self.wires is not None:  # built directly (qml.device): counted here
+            count = wire_count(list(self.wires))
         self._count = count
-        self._candidates = auto.candidates(
-            self._registry, count, precision, diff_method, ignore_memory, exclude=exclude, shots=options.get("shots")
+        choices = auto_candidates(
+            self._context, count, request.precision, request.diff_method, request.ignore_memory, exclude=exclude
         )
+        self._choices = {choice.backend.key: choice for choice in choices}
+        self._candidates = [choice.backend for choice in choices]
         # One number from NumPy's global generator, as a PennyLane device takes when built: a program seeded
         # with np.random.seed draws the same data as with qml.device; it seeds every backend's sampler.
         self._seed = options.pop("seed", None)
         if self._seed is None or isinstance(self._seed, str):  # None or "global": drawn, as lightning does
             self._seed = int(np.random.randint(GLOBAL_SEED_BOUND))
+        self._request = replace(request, options=options, wires=self._wires_given, count=count)
         self._build = {
-            "precision": precision,
-            "decompositions": decompositions,
-            "default_decompositions": default_decompositions,
-            "diff_method": diff_method,
-            "ignore_memory": ignore_memory,
+            "precision": request.precision,
+            "decompositions": request.decompositions,
+            "default_decompositions": request.default_decompositions,
+            "diff_method": request.diff_method,
+            "ignore_memory": request.ignore_memory,
             **options,
         }
-        self._decisions = self._registry.auto_decisions.setdefault(
+        self._decisions = self._context.decisions.setdefault(
             (
                 tuple(b.key for b in self._candidates),
                 tuple(self.wires) if self.wires is not None else None,
@@ -131,13 +168,23 @@ class AutoQubit(Device):
         built = self._trial_devices if trial else self._devices
         device = built.get(key)
         if device is None:
-            from .device import accepts_option, get_device
-
             backend = self._registry.backends[key]
-            seed = {"seed": self._seed + 1 if trial else self._seed} if accepts_option(backend, "seed") else {}
+            seed = {"seed": self._seed + 1 if trial else self._seed} if accepts_option(backend, "seed", self._context) else {}
+            request = replace(
+                self._request,
+                given=backend.device_string,
+                spec=DeviceSpec(backend.provider, backend.simulator),
+                auto=False,
+                options={**self._request.options, **seed},
+            )
+            choice = self._choices[key]
+            if backend.device_name in self._context.build_failures:  # failed since: screened again, for its reason
+                r, facts = request, machine(self._context)
+                fit, _ = screen([backend], self._count, r.precision, r.diff_method, r.ignore_memory, facts, False, self._context)
+                choice = fit[0]
             state = np.random.get_state()  # a backend built here draws nothing more from NumPy's global generator
             try:
-                device = get_device(backend.device_string, wires=self._wires_given, **self._build, **seed)
+                device = build(request, choice, self._context)
             finally:
                 np.random.set_state(state)
             if not trial:
@@ -165,7 +212,7 @@ class AutoQubit(Device):
                 auto.raise_refused(auto.Decision("", refused=refused))
             measure = None if tape is None else self._trial(config, circuit, tape)
             precision = self._build["precision"]
-            model = auto.model(self._registry)  # (every candidate's preprocessing took the circuit: nothing to accept)
+            model = auto.model(self._context)  # (every candidate's preprocessing took the circuit: nothing to accept)
             decision = auto.decide(shape, methods, candidates, model, measure, self.expected_steps, None, precision, runs)
             decision.refused = {**refused, **decision.refused}
             self._decisions[key] = decision
@@ -214,7 +261,7 @@ class AutoQubit(Device):
                 seconds = time.perf_counter() - start
             finally:
                 device.tracker = tracker
-            return seconds * auto.backprop_factor(self._registry, key) if resolved.gradient_method == "backprop" else seconds
+            return seconds * auto.backprop_factor(self._context, key) if resolved.gradient_method == "backprop" else seconds
 
         return measure
 
@@ -386,8 +433,6 @@ def _as_numpy(circuit: Any, trainable: list[int]) -> Any:
     """The circuit with its parameters as NumPy values (a trial must not touch the caller's autodiff graph),
     the trainable ones as the interface marks them; None where PennyLane cannot rebind them (a scalar times
     a sum of terms in 0.45), and the circuit is then decided without a trial."""
-    from pennylane.transforms import convert_to_numpy_parameters
-
     try:
         (tape,), _ = convert_to_numpy_parameters(circuit)
     except (IndexError, ValueError, TypeError):

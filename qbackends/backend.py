@@ -41,6 +41,11 @@ class Backend:
             ``**kwargs`` (its signature then says nothing); None: read them from the signature.
         needs_shots: True for a sampling-only device (no analytic results): ``get_device`` asks
             for ``shots``, ``auto`` never takes it, and tests compare it with statistical tolerances.
+        backprop: True when an ML framework differentiates through its results (``diff_method="backprop"``).
+        faster_zz: which form of a two-wire ZZ rotation runs faster on it, measured: ``"IsingZZ"`` (the default
+            rules lower ``PauliRot("ZZ")`` to it) or ``"MultiRZ"`` (they lower ``IsingZZ`` to it); None: neither.
+        mpi_module: the compiled module whose MPI manager ``mpi=True`` needs (a Lightning build's); None: the
+            device takes ``mpi`` as its own option, or refuses it by name.
     """
 
     provider: str
@@ -59,11 +64,15 @@ class Backend:
     options: tuple[str, ...] | None = None
     needs_shots: bool = False
     install: str | None = None
+    backprop: bool = False
+    faster_zz: str | None = None
+    mpi_module: str | None = None
 
     @property
-    def generic_auto(self) -> bool:
-        """Whether generic ``auto`` may take it: a non-negative preference, analytic results."""
-        return self.preference >= 0 and not self.needs_shots
+    def auto_eligible(self) -> bool:
+        """Whether ``auto`` may take it at all: not marked "by name only" (a negative preference), analytic, and a
+        state vector (the cost model's kind). The one predicate: every list ``auto`` weighs is filtered by it."""
+        return self.preference >= 0 and not self.needs_shots and self.state_copies is not None
 
     @property
     def key(self) -> str:

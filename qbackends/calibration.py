@@ -2,7 +2,7 @@
 
 A profile is of one kind of circuit (``qaoa``: a diagonal-heavy QAOA gradient, also the yardstick of
 generic ``auto``; ``qnn``: a small batched QML step), timed on the step the workload hands over
-(``qbackends.policy.KINDS``). It records the versions and hardware it was measured on; one that no
+(``qbackends.kinds.KINDS``). It records the versions and hardware it was measured on; one that no
 longer matches this machine is ignored with a warning.
 """
 
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .backend import Backend
+from .costs import Costs
+from .errors import QBackendsError, StorageError, WorkloadInputError
 from .probe import MachineFacts
 from .storage import atomic_write_json
 
@@ -202,8 +204,6 @@ def calibrate(
     ``step`` builds the workload's step (it raises a QBackendsError for a size a backend cannot
     take, which is skipped with a warning); its first call, compiling and allocating, is not timed.
     """
-    from .errors import QBackendsError
-
     profile = Profile(fingerprint(facts), measured=time.strftime("%Y-%m-%dT%H:%M:%S"), kind=kind, workload=workload or kind)
     for backend in backends:
         for n in sizes:
@@ -227,8 +227,6 @@ def calibrate(
 
 def save_profile(profile: Profile, path: Path | None = None) -> Path:
     """Write the profile; a place that cannot be written is a typed error naming it."""
-    from .errors import StorageError, WorkloadInputError
-
     target = path or profile_path(profile.kind)
     try:
         return atomic_write_json(target, profile.to_json())
@@ -246,9 +244,7 @@ MAX_PROFILE_BYTES = 1 << 20
 
 
 def save_model(costs: Mapping[str, Any], facts: MachineFacts, path: Path | None = None) -> Path:
-    """Write a cost model measured here (backend key -> ``auto.Costs``), with what it was measured on."""
-    from .errors import StorageError, WorkloadInputError
-
+    """Write a cost model measured here (backend key -> ``Costs``), with what it was measured on."""
     target = path or profile_path("circuits")
     data = {
         "schema": SCHEMA,
@@ -269,8 +265,6 @@ def save_model(costs: Mapping[str, Any], facts: MachineFacts, path: Path | None 
 def load_model(facts: MachineFacts, path: Path | None = None) -> dict[str, Any]:
     """The cost model measured on this machine as it is now (backend key -> ``auto.Costs``); {} without one, or
     with one of other versions or hardware (ignored with a warning)."""
-    from .auto import Costs
-
     path = path or profile_path("circuits")
     if not _present(path):
         return {}

@@ -102,7 +102,7 @@ def saved_run(path: Path, state: Any) -> dict[str, Any]:
 
 def recorded_device(state: Mapping[str, Any] | None) -> str | None:
     """The device a checkpoint was made on (a PennyLane device name), if it says: under ``auto``, a resumed run
-    continues on it (the workloads' ``policy`` device functions take it as ``resumed_on``)."""
+    continues on it (the device functions of ``workloaddevices`` take it as ``resumed_on``)."""
     device = state["run"].get("device") if state is not None else None
     return device if isinstance(device, str) else None
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import capabilities, devicestring
-from .device import facts_for
+from .screening import facts_for
 from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report
 from .registry import get_registry
 from .scoped import environment, log_lines_shown
@@ -67,8 +67,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from .device import wire_count
-    from .policy import auto_role
+    from .kinds import auto_role
+    from .request import wire_count
 
     wire_count(args.wires)  # typed error for a negative or huge count, before any size arithmetic
     mpi = _mpi_info() if args.mpi else None  # no mpi4py: said first, in one line
@@ -107,10 +107,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
         return code
     ops = caps.operations
     if not ops.native and caps.ok:  # no TOML: ask a one-wire device what it declares in code
-        from .device import Choice, build
+        from .context import get_context
+        from .factory import construct
+        from .screening import Choice
 
         try:
-            ops = capabilities.declared_by_device(build(Choice(backend, caps), 1, args.precision, {}, registry))
+            ops = capabilities.declared_by_device(construct(Choice(backend, caps), 1, args.precision, {}, get_context()))
         except QBackendsError:
             pass
     rows = [
@@ -161,9 +163,12 @@ def _launch_rank() -> int:
 def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
     """How ``auto`` decides, and the backends it weighs here with their measured costs."""
     from . import auto
+    from .context import get_context
+    from .screening import auto_candidates
 
-    weighed = auto.candidates(registry, args.wires, args.precision, args.diff_method)
-    model = auto.model(registry)
+    context = get_context()
+    weighed = [c.backend for c in auto_candidates(context, args.wires, args.precision, args.diff_method)]
+    model = auto.model(context)
     rows = []
     for backend in weighed:
         costs = model.get(backend.key)
@@ -232,7 +237,7 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from . import calibration, policy
+    from . import calibration, kinds
     from .errors import WorkloadInputError
 
     if args.repeats < 1:
@@ -242,8 +247,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
     if args.workload == "circuits":
         return _calibrate_circuits(args)
-    kind = policy.KINDS[args.workload]
-    backends = policy.calibration_candidates()
+    kind = kinds.KINDS[args.workload]
+    backends = kinds.calibration_candidates()
     if args.backends:
         registry = get_registry()
         backends = [registry.lookup(w) for w in {devicestring.parse(s) for s in args.backends.split(",")}]
@@ -264,7 +269,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         profile = calibration.calibrate(
             backends,
             facts_for(get_registry()),
-            policy.calibration_step(args.workload),
+            kinds.calibration_step(args.workload),
             sizes,
             args.repeats,
             kind=args.workload,
@@ -315,7 +320,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .policy import KINDS  # the kinds of circuit calibrate times (nothing heavy: policy imports lazily)
+    from .kinds import KINDS  # the kinds of circuit calibrate times (nothing heavy: kinds imports no PennyLane)
 
     parser = _Parser(prog="qbackends", description="Pick and use the right PennyLane simulator for this machine.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -12,12 +12,23 @@ result on the 2-core reference machine.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
-from .auto import Costs
+import numpy as np
+import pennylane as qml
+
+from .context import Context, get_context
+from .costs import Costs
+from .device import get_device
+from .registry import Registry
+from .screening import auto_candidates
 
 SMALL = 12  # a gate's fixed cost shows here (its amplitudes are few) ...
 LARGE = 20  # ... and its cost per amplitude here, with the state out of the caches (every class is timed here)
@@ -36,13 +47,11 @@ def _timer(step: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int = LARGE) -> Costs:
-    """Fit the cost terms of one backend from the circuit classes (a gate's fixed cost from ``small`` qubits, the rest at ``large``)."""
-    import numpy as np
-    import pennylane as qml
-
-    from .device import get_device
-
+def measure(
+    device_string: str, repeats: int = 5, small: int = SMALL, large: int = LARGE, backprop: bool = False
+) -> Costs:
+    """Fit the cost terms of one backend from the circuit classes (a gate's fixed cost from ``small`` qubits, the rest
+    at ``large``); ``backprop``: the backend's results are differentiable (``Backend.backprop``): that step too."""
     rng = np.random.default_rng(1967)
 
     def qnode(wires: int, body: Callable[[Any], None], observable: Any, diff_method: str | None = None) -> Any:
@@ -136,17 +145,18 @@ def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int
         "term": term,
         "gradient": gradient,
     }
-    if device_string.endswith("default.qubit"):
+    if backprop:
         backprop, trainable = qnode(large, mixing(large), qml.Z(0), "backprop"), weights(large, True)
         costs["backprop"] = _timer(lambda: qml.grad(backprop)(trainable), few) / forward
     return Costs(**costs)
 
 
-def cpu_backends(registry: Any) -> list[Any]:
+def cpu_backends(registry: Registry) -> list[Any]:
     """The backends on the host that ``auto`` weighs here: what the model is measured for by default."""
-    from .auto import candidates
-
-    return [b for b in candidates(registry, None) if b.hardware in ("cpu", "kokkos")]
+    context = get_context()
+    if context.registry is not registry:  # another registry: what it has learnt is its own
+        context = Context(registry)
+    return [c.backend for c in auto_candidates(context, None) if c.backend.hardware in ("cpu", "kokkos")]
 
 
 def measure_all(backends: list[Any], repeats: int = 5, on_result: Callable[[Any, Costs], None] | None = None) -> dict[str, Costs]:
@@ -154,7 +164,7 @@ def measure_all(backends: list[Any], repeats: int = 5, on_result: Callable[[Any,
     costs = {}
     for backend in backends:
         small, large = (SMALL, LARGE) if not backend.dense_adjoint_observables else (8, 14)
-        costs[backend.key] = measure(backend.device_string, repeats, small, large)
+        costs[backend.key] = measure(backend.device_string, repeats, small, large, backend.backprop)
         if on_result is not None:
             on_result(backend, costs[backend.key])
     return costs
@@ -163,24 +173,16 @@ def measure_all(backends: list[Any], repeats: int = 5, on_result: Callable[[Any,
 def main() -> None:
     """``python -m qbackends.costmodel``: the model of every CPU backend ``auto`` may take here, as JSON (the
     shipped ``data/auto-model.json``)."""
-    import json
-    import os
-    import sys
-    import time as clock
-    from dataclasses import asdict
-
-    from .registry import get_registry
-
     def show(backend: Any, costs: Costs) -> None:
         print(backend.key, costs, file=sys.stderr, flush=True)
 
-    costs = measure_all(cpu_backends(get_registry()), on_result=show)
+    costs = measure_all(cpu_backends(get_context().registry), on_result=show)
     model = {
         key: {k: v if isinstance(v, bool) else float(f"{v:.4g}") for k, v in asdict(c).items() if v is not None}
         for key, c in costs.items()
     }
     measured = (
-        f"{clock.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 8 and 14 wires)"
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 8 and 14 wires)"
     )
     print(json.dumps({"schema": 1, "measured": measured, "backends": model}, indent=2))
 

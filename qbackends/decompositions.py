@@ -27,9 +27,11 @@ from pennylane.transforms.core import BoundTransform
 # solves is solved once per device and set of operators rather than on every execution.
 from pennylane.transforms.decompose import _construct_and_solve_decomp_graph, _operator_decomposition_gen, _resolve_gate_set
 
-from .backend import RuleRegistration
+from .backend import Backend, RuleRegistration
 from .capabilities import DeclaredOperations
 from .errors import UnsupportedCircuitError, UnsupportedOptionError, shown
+from .operators import WRAPPERS as _WRAPPERS
+from .operators import pennylane_operator
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
 
@@ -56,15 +58,12 @@ def ising_zz_as_multi_rz(theta: Any, wires: Any, **_: Any) -> None:
     qml.MultiRZ(theta, wires=wires)
 
 
-# Measured on the 2-core CI machine, QAOA p=2 value+gradient (benchmarks/test_bench_qaoa.py): on
-# lightning.qubit IsingZZ beats a two-wire MultiRZ (18 nodes 0.066 s vs 0.094 s); on lightning.kokkos
-# MultiRZ wins from 20 nodes (0.36 s vs 0.42 s at 20, 2.33 s vs 2.50 s at 22).
-ISING_ZZ_FASTER = frozenset({"pennylane/lightning.qubit", "pennylane/default.qubit"})
-MULTI_RZ_FASTER = frozenset({"pennylane/lightning.kokkos"})
-
-
-def builtin_rules() -> list[RuleRegistration]:
-    """The rules every backend gets unless the user opts out."""
+def builtin_rules(backends: Iterable[Backend] = ()) -> list[RuleRegistration]:
+    """The rules every backend gets unless the user opts out; the ZZ rules for the ``backends`` whose declared
+    ``faster_zz`` says which form runs faster there."""
+    backends = list(backends)
+    ising_zz = frozenset(b.key for b in backends if b.faster_zz == "IsingZZ")
+    multi_rz = frozenset(b.key for b in backends if b.faster_zz == "MultiRZ")
     return [
         RuleRegistration(
             "PauliRot",
@@ -75,14 +74,14 @@ def builtin_rules() -> list[RuleRegistration]:
         RuleRegistration(
             "PauliRot",
             pauli_rot_zz,
-            backends=ISING_ZZ_FASTER,
+            backends=ising_zz,
             name="PauliRot(ZZ) -> IsingZZ",
             example=lambda theta, wires: qml.PauliRot(theta, "ZZ", wires=wires[:2]),
         ),
         RuleRegistration(
             "IsingZZ",
             ising_zz_as_multi_rz,
-            backends=MULTI_RZ_FASTER,
+            backends=multi_rz,
             name="IsingZZ -> MultiRZ",
             example=lambda theta, wires: qml.IsingZZ(theta, wires=wires[:2]),
         ),
@@ -169,26 +168,6 @@ def exact_rules() -> dict[str, DecompositionRule]:
 
 
 # ---- user rules ---------------------------------------------------------------------------
-
-
-# Operator classes that name no one operator: instances of a wrapper take the wrapped operator's name
-# ("Adjoint(RX)", "C(RX)", "RX**2"), and the bases have none of their own, so a rule keyed by one is never used.
-_WRAPPERS = frozenset(
-    {"Adjoint", "Controlled", "ControlledOp", "Pow", "Conditional", "SymbolicOp", "ScalarSymbolicOp", "CompositeOp"}
-)
-
-
-def pennylane_operator(name: str) -> str | None:
-    """The name PennyLane gives instances of the operator ``name`` spells (an alias: ``X`` is ``PauliX``), or None
-    when it spells no operator (``expval``, ``Operation``, ``Adjoint``)."""
-    found = getattr(qml.ops, name, None) if name.isidentifier() else None
-    if found is None and name.isidentifier():
-        found = getattr(qml, name, None)
-    if not (isinstance(found, type) and issubclass(found, qml.operation.Operator)):
-        return None
-    if found.__module__ == qml.operation.__name__ or found.__name__ in _WRAPPERS:
-        return None
-    return found.__name__
 
 
 @functools.cache
@@ -560,7 +539,7 @@ def _with_rules(device_class: Any) -> type:
     def compute_derivatives(self: Any, circuits: Any, execution_config: Any = None) -> Any:
         return _float64(device_class.compute_derivatives(self, circuits, execution_config))
 
-    from pennylane.devices import Device
+    from pennylane.devices import Device  # PennyLane is imported at the top; this name is only needed here
 
     # A device overrides either preprocess or preprocess_transforms (PennyLane refuses both): wrap that one.
     legacy = device_class.preprocess is not Device.preprocess

@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pennylane.devices import ExecutionConfig
+
+from .autodevice import AutoQubit
 from .capabilities import DIFF_METHODS
 from .errors import UnsupportedOptionError
+from .registry import get_registry
 
 DEVICE_METHODS = ("adjoint", "backprop", "device")  # the device computes these itself, or PennyLane refuses it
 AUXILIARY_WIRE = ("hadamard", "reversed-hadamard")  # gradient transforms that need a wire the circuit leaves free
@@ -26,8 +30,6 @@ _LACKS = {
 def refusal(device: Any, circuit: Any, method: str, interface: str) -> str | None:
     """Why ``device`` (a backend's, not auto's) cannot differentiate ``circuit`` by ``method``, or None."""
     if method in DEVICE_METHODS:
-        from pennylane.devices import ExecutionConfig
-
         config = ExecutionConfig(gradient_method=method, interface=interface)
         return None if device.supports_derivatives(config, circuit) else _LACKS[method]
     if method in AUXILIARY_WIRE and device.wires is not None and not set(device.wires) - set(circuit.wires):
@@ -47,8 +49,6 @@ def check(device: Any, circuit: Any, method: str, interface: str, spell: Callabl
     Raises:
         UnsupportedOptionError: naming the method, the device, the methods that work there, and the fix.
     """
-    from .autodevice import AutoQubit
-
     runner = device.backend_for(circuit, method, interface) if isinstance(device, AutoQubit) else device
     why = refusal(runner, circuit, method, interface)
     if why is None:
@@ -63,7 +63,5 @@ def check(device: Any, circuit: Any, method: str, interface: str, spell: Callabl
 
 def device_string(device: Any) -> str:
     """The device string of the backend whose PennyLane device ``device`` is (its PennyLane name where none is)."""
-    from .registry import get_registry
-
     name = str(device.name)
     return next((b.device_string for b in get_registry().backends.values() if b.device_name == name), name)

@@ -350,7 +350,7 @@ def resolve_device(spec: str) -> str:
     Raises:
         QBackendsError: for a bad or unknown string, or a backend that cannot run here.
     """
-    from .device import choose
+    from .screening import choose
     from .devicestring import AUTO_STRING, parse
 
     if parse(spec).is_auto:

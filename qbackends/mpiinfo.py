@@ -37,7 +37,7 @@ def mpi_info(memory_available: int, launch: Launch | None, maps: str = "/proc/se
         MPIUnavailableError: mpi4py is not installed, or loads no MPI library.
     """
     try:
-        import mpi4py
+        import mpi4py  # optional, and loading it loads an MPI library: only when --mpi asks
     except ImportError:
         raise MPIUnavailableError("--mpi: mpi4py is not installed, so there is no MPI here.", f"{INSTALL}.") from None
     mpi4py.rc.initialize = False  # a probe joins no job

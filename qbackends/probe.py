@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import importlib
+import importlib.util
 import mmap
 import os
 import shutil
@@ -18,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from .backend import Backend
 
 
 @dataclass(frozen=True)
@@ -273,26 +277,18 @@ def clear_cache() -> None:
     _cached.cache_clear()
 
 
-# The compiled module of each Lightning device that has an MPI mode (mpi=True).
-MPI_OPS_MODULES = {
-    "lightning.kokkos": "pennylane_lightning.lightning_kokkos_ops",
-    "lightning.gpu": "pennylane_lightning.lightning_gpu_ops",
-}
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
 
 
-def mpi_support(device_name: str) -> tuple[bool, str]:
-    """(ok, reason): whether ``device_name`` can run with ``mpi=True`` in this installation.
+def mpi_support(backend: Backend) -> tuple[bool, str]:
+    """(ok, reason): whether ``backend`` can run with ``mpi=True`` in this installation.
 
-    Its compiled module must carry an MPI manager (the PyPI wheels are built without one) and
-    ``mpi4py`` must be importable.
+    Its compiled module (``Backend.mpi_module``) must carry an MPI manager (the PyPI wheels are built without one)
+    and ``mpi4py`` must be importable.
     """
-    import importlib
-    import importlib.util
-
-    module_name = MPI_OPS_MODULES.get(device_name)
+    device_name, module_name = backend.device_name, backend.mpi_module
     if module_name is None:
-        return False, f"{device_name} has no MPI mode (lightning.kokkos and lightning.gpu do)"
+        return False, f"{device_name} has no MPI mode of a compiled Lightning module"
     if importlib.util.find_spec(module_name.rpartition(".")[0]) is None:
         return False, f"{device_name} is not installed"
     try:

@@ -24,6 +24,7 @@ from . import hookspecs
 from .backend import Backend, Hardware, RuleRegistration
 from .devicestring import AUTO, AUTO_DEVICE, DeviceSpec
 from .errors import PluginError, UnknownBackendError, shown
+from .operators import pennylane_operator
 
 log = logging.getLogger("qbackends")
 
@@ -51,11 +52,7 @@ class Registry:
     plugins: dict[str, str] = field(default_factory=dict)  # plugin name -> distribution
     failures: list[PluginFailure] = field(default_factory=list)
     manager: pluggy.PluginManager | None = None
-    construction_errors: dict[str, str] = field(default_factory=dict)  # device_name -> why it cannot be built here
     rule_failures: dict[str, list[str]] = field(default_factory=dict)  # plugin -> its refused rules, not yet warned of
-    auto_decisions: dict[Any, dict[Any, Any]] = field(default_factory=dict)  # auto's choices, per device setup and circuit
-    device_classes: dict[str, Any] = field(default_factory=dict)  # PennyLane device name -> its class, once loaded
-    auto_model: dict[str, Any] | None = None  # auto's cost model, read once (qbackends.auto.model)
     _rules: list[RuleRegistration] | None = None
 
     def lookup(self, spec: DeviceSpec) -> Backend:
@@ -166,13 +163,11 @@ class Registry:
 
 def _rule_problem(registration: Any) -> str | None:
     """Why a rule registration cannot be used, or None. Imports PennyLane (rules are for devices)."""
-    import pennylane as qml
+    import pennylane as qml  # rules are checked on first use only: building the registry stays light
 
     if not isinstance(registration, RuleRegistration):
         return f"registered {registration!r}, not a qbackends.RuleRegistration"
     label = registration.name or registration.operator
-    from .decompositions import pennylane_operator
-
     if not isinstance(registration.operator, str) or pennylane_operator(registration.operator) is None:
         return f"registered rule {label!r} for {registration.operator!r}, which is not a PennyLane operator"
     if not hasattr(registration.rule, "compute_resources"):
@@ -266,6 +261,12 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "needs_shots": (lambda v: isinstance(v, bool), "True or False"),
     "install": (lambda v: v is None or (isinstance(v, str) and bool(v.strip())), "None or how to install it, as a fix says it"),
+    "backprop": (lambda v: isinstance(v, bool), "True or False"),
+    "faster_zz": (lambda v: v in (None, "IsingZZ", "MultiRZ"), "None, 'IsingZZ' or 'MultiRZ'"),
+    "mpi_module": (
+        lambda v: v is None or (isinstance(v, str) and all(p.isidentifier() for p in v.split("."))),
+        "None or a module name",
+    ),
 }
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import UnsupportedCircuitError
+
 NO_SHIFT_RULE = frozenset({"StateMP", "DensityMatrixMP", "PurityMP", "VnEntropyMP", "MutualInfoMP"})
 
 
@@ -22,7 +24,7 @@ HADAMARD_TESTS = ("hadamard", "reversed-hadamard", "direct-hadamard", "reversed-
 def shifted(gradient_method: Any) -> bool:
     """Whether ``gradient_method`` (a config's, as PennyLane resolved it) is a rule linear in the state's projector:
     parameter-shift, or a Hadamard test (PennyLane 0.45's direct one returns 0 for a purity's gradient)."""
-    import pennylane as qml
+    import pennylane as qml  # a circuit is being run: PennyLane is loaded; importing this module stays light
 
     if isinstance(gradient_method, str):
         return gradient_method == "parameter-shift" or gradient_method in HADAMARD_TESTS
@@ -37,7 +39,7 @@ def method_name(gradient_method: Any) -> str:
 def numerical(gradient_method: Any) -> bool:
     """Whether ``gradient_method`` differentiates numerically (finite differences, SPSA): it runs the circuit at
     nearby parameters and differentiates whatever comes back, the state too, so no shift rule is needed."""
-    import pennylane as qml
+    import pennylane as qml  # a circuit is being run: PennyLane is loaded; importing this module stays light
 
     return gradient_method in ("finite-diff", "spsa") or gradient_method in (qml.gradients.finite_diff, qml.gradients.spsa_grad)
 
@@ -68,8 +70,6 @@ def no_shift_rule(circuit: Any) -> str | None:
 
 def refusal(device: str, reason: str, how: str) -> Exception:
     """The typed refusal of a gradient on ``device``, whose own gradient is ``how``, where parameter-shift cannot."""
-    from .errors import UnsupportedCircuitError
-
     return UnsupportedCircuitError(
         f"{device} has no gradient of this circuit: {how}, and parameter-shift cannot take it: {reason}.",
         "for values alone use diff_method=None; for the gradient, diff_method='backprop' on "

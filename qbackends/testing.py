@@ -110,7 +110,7 @@ def check_backend(
         raise_on_failure: raise ``ConformanceError`` when a check fails (else return the report).
     """
     from . import capabilities
-    from .device import facts_for
+    from .screening import facts_for
     from .devicestring import parse
     from .registry import get_registry
 

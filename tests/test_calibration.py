@@ -10,7 +10,7 @@ import pytest
 from conftest import recorded_facts
 
 import qbackends
-from qbackends import calibration, get_registry, policy
+from qbackends import calibration, get_registry, kinds, workloaddevices
 from qbackends.cli import main
 
 
@@ -75,7 +75,7 @@ def test_a_calibration_of_one_backend_does_not_steer_the_qaoa_workload(tmp_path,
     assert qbackends.choose("auto", 4).backend.simulator != "default.qubit"
 
     # a profile of every candidate (measured default.qubit's time, the others slower) decides near its size
-    candidates = [b.key for b in policy.calibration_candidates()]
+    candidates = [b.key for b in kinds.calibration_candidates()]
     slower = {key: {4: 10 * measured.seconds["pennylane/default.qubit"][4]} for key in candidates}
     calibration.save_profile(calibration.Profile(calibration.fingerprint(facts), {**slower, **measured.seconds}))
     assert qbackends.choose("auto", 4).backend.simulator == "default.qubit"
@@ -141,7 +141,7 @@ def test_calibrate_measures_and_round_trips(tmp_path):
     registry = get_registry()
     backend = registry.backends["pennylane/lightning.qubit"]
     facts = qbackends.device.facts_for(registry)
-    profile = calibration.calibrate([backend], facts, policy.calibration_step("qaoa"), sizes=(4, 6), repeats=1)
+    profile = calibration.calibrate([backend], facts, kinds.calibration_step("qaoa"), sizes=(4, 6), repeats=1)
     assert set(profile.seconds["pennylane/lightning.qubit"]) == {4, 6} and profile.kind == "qaoa"
     assert all(s > 0 for s in profile.seconds["pennylane/lightning.qubit"].values())
     path = calibration.save_profile(profile, tmp_path / "p.json")
@@ -185,17 +185,17 @@ def test_each_workload_kind_has_its_own_profile(tmp_path, monkeypatch, caplog):
     registry = get_registry()
     facts = qbackends.device.facts_for(registry)
     backends = [registry.backends["pennylane/default.qubit"], registry.backends["qbackends/batched.qubit"]]
-    measured = calibration.calibrate(backends, facts, policy.calibration_step("qnn"), sizes=(3,), repeats=1, kind="qnn")
+    measured = calibration.calibrate(backends, facts, kinds.calibration_step("qnn"), sizes=(3,), repeats=1, kind="qnn")
     for key in ("qbackends/batched.qubit", "pennylane/default.qubit"):  # which is faster is the benchmarks' question
         assert 0 < measured.seconds[key][3] < math.inf, measured.seconds
     assert calibration.save_profile(measured, calibration.profile_path("qnn")) == tmp_path / "profile-qnn.json"
 
-    slower = {b.key: {4: 0.05} for b in policy.calibration_candidates()}  # a profile decides where it timed all
+    slower = {b.key: {4: 0.05} for b in kinds.calibration_candidates()}  # a profile decides where it timed all
     slow_batched = {**slower, "pennylane/default.qubit": {4: 0.01}, "qbackends/batched.qubit": {4: 0.02}}
     calibration.save_profile(
         calibration.Profile(calibration.fingerprint(facts), slow_batched, kind="qnn"), calibration.profile_path("qnn")
     )
-    device, method = policy.qnn_device("auto", 4, "adjoint")
+    device, method = workloaddevices.qnn_device("auto", 4, "adjoint")
     assert (device.name, method) == ("qbackends.auto", "best")  # the per-circuit device, each backend's best gradient
 
     (tmp_path / "profile.json").write_text((tmp_path / "profile-qnn.json").read_text())  # a qnn profile where qaoa's goes
@@ -208,6 +208,7 @@ def test_calibrating_circuits_gives_auto_this_machines_costs(tmp_path, monkeypat
     """`qbackends calibrate --workload circuits` measures the cost model's classes here; auto predicts with it,
     the shipped model filling in the backends it did not measure; one of another machine is ignored."""
     from qbackends import auto, registry
+    from qbackends.context import get_context
 
     monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path / "profile.json"))
     assert main(["calibrate", "--workload", "circuits", "--backends", "local:pennylane/lightning.qubit", "--repeats", "1"]) == 0
@@ -216,7 +217,7 @@ def test_calibrating_circuits_gives_auto_this_machines_costs(tmp_path, monkeypat
     measured = saved["backends"]["pennylane/lightning.qubit"]
     assert measured["execution"] > 0 and measured["gate"] > 0 and measured["gradient"] > 1
     registry.reset_registry()
-    costs = auto.model(get_registry())
+    costs = auto.model(get_context())
     assert costs["pennylane/lightning.qubit"] == auto.Costs(**measured)
     assert costs["qbackends/fused.qubit"] == auto.shipped_model()["qbackends/fused.qubit"]
 
@@ -224,5 +225,5 @@ def test_calibrating_circuits_gives_auto_this_machines_costs(tmp_path, monkeypat
     (tmp_path / "profile-circuits.json").write_text(json.dumps(saved))
     registry.reset_registry()
     with caplog.at_level(logging.WARNING, logger="qbackends"):
-        assert auto.model(get_registry())["pennylane/lightning.qubit"] == auto.shipped_model()["pennylane/lightning.qubit"]
+        assert auto.model(get_context())["pennylane/lightning.qubit"] == auto.shipped_model()["pennylane/lightning.qubit"]
     assert "ignoring stale cost model" in caplog.text and "changed: cores" in caplog.text

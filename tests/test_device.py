@@ -12,6 +12,7 @@ from circuits import qaoa_qnode, random_params
 
 import qbackends
 from qbackends import get_device
+from qbackends.context import get_context
 from qbackends.errors import BackendUnavailableError, InsufficientMemoryError, UnsupportedOptionError
 
 CPU_BACKENDS = ["lightning.qubit", "lightning.kokkos"]
@@ -138,7 +139,7 @@ def test_a_request_the_backend_refuses_is_the_requests_error():
     )
     # the user's error, not the backend's: it stays available, for auto too
     assert qbackends.choose("local:pennylane/lightning.qubit", 2).backend.simulator == "lightning.qubit"
-    assert qbackends.get_registry().construction_errors == {}
+    assert get_context().build_failures == {}
 
 
 def test_bad_wires_do_not_disable_a_backend():
@@ -243,7 +244,7 @@ def test_numpy_integers_are_wire_counts():
 def test_fallback_is_tried_after_a_construction_failure():
     dev = get_device("local:fixture/failing.qubit", wires=2, fallback=["local:pennylane/lightning.qubit"])
     assert dev.name == "lightning.qubit"
-    assert qbackends.get_registry().construction_errors == {
+    assert get_context().build_failures == {
         "failing.qubit": "RuntimeError: Error in PennyLane Lightning: CUDA driver version is insufficient for CUDA runtime version"
     }
 
@@ -271,7 +272,7 @@ def test_results_honour_the_umask(tmp_path):
 def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monkeypatch):
     from qbackends import probe
 
-    assert probe.mpi_support("lightning.kokkos") == (
+    assert probe.mpi_support(get_context().registry.backends["pennylane/lightning.kokkos"]) == (
         False,
         "this lightning.kokkos build has no MPI support (the PyPI wheels are built without it)",
     )  # the PyPI wheel installed here

@@ -12,7 +12,9 @@ import pytest
 from circuits import qaoa_qnode, random_params
 from conftest import recorded_facts
 
-from qbackends import auto, choose, get_device, get_registry
+from qbackends import choose, get_device
+from qbackends.context import get_context
+from qbackends.screening import auto_candidates
 
 
 def _same_as_lightning_qubit(spec: str) -> None:
@@ -37,7 +39,7 @@ def test_lightning_gpu_matches_lightning_qubit():
     _same_as_lightning_qubit("local:pennylane/lightning.gpu")
     dev = get_device("auto", wires=24)
     assert dev.name == "qbackends.auto"  # the per-circuit device; which backend a circuit gets is measured there
-    assert "pennylane/lightning.gpu" in [b.key for b in auto.candidates(get_registry(), 24)]
+    assert "pennylane/lightning.gpu" in [c.backend.key for c in auto_candidates(get_context(), 24)]
 
 
 @pytest.mark.requires("rocm")

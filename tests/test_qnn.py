@@ -626,7 +626,7 @@ def test_launching_workers_leaves_the_environment_as_it_was(tmp_path, monkeypatc
 
 def test_under_auto_the_qnn_tells_its_device_how_many_minibatches_the_run_takes():
     """auto's trials are budgeted against the run's minibatches, not a default."""
-    from qbackends.policy import qnn_device
+    from qbackends.workloaddevices import qnn_device
 
     device, method = qnn_device("auto", 4, "adjoint", steps=55)
     assert device.expected_steps == 55 and method == "best"

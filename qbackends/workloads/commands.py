@@ -252,7 +252,7 @@ def _sweep_qnn(args: argparse.Namespace) -> int:
 def _check_sizes(args: argparse.Namespace, configs: list[Any]) -> None:
     """Every size of the sweep runs here, checked before the first trains: a refusal names the size."""
     from ..errors import QBackendsError
-    from ..policy import check_qnn_size
+    from ..workloaddevices import check_qnn_size
 
     for config in configs:
         try:

@@ -10,11 +10,11 @@ import pennylane as qml
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from qbackends import Backend, auto, capabilities, choose, devicestring, get_device, hookimpl
+from qbackends import Backend, capabilities, choose, devicestring, get_device, hookimpl, screening
 from qbackends.capabilities import DIFF_METHODS
 from qbackends.device import facts_for
 from qbackends.errors import DeviceStringError, PluginError, QBackendsError, UnknownBackendError
-from qbackends.policy import auto_role
+from qbackends.kinds import auto_role
 from qbackends.registry import build_registry, get_registry
 
 from . import budget
@@ -257,7 +257,7 @@ def test_a_plugins_backend_records_are_kept_or_refused_and_never_break_the_host(
             choose(backend.device_string, wires, registry=registry, facts=facts)
         except QBackendsError as exc:
             typed(exc)
-    for candidate in auto.without_circuit(registry, facts, wires):
+    for candidate in screening.without_circuit(registry, facts, wires):
         assert candidate.key in registry.backends
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from qbackends import auto, devicestring, launchers, probe
 from qbackends.calibration import load_profile, profile_path
 from qbackends.capabilities import kokkos_threads_problem
-from qbackends.device import DEVICE_ENV_VARS, candidates, device_string_from_env, facts_for, requested_spec
+from qbackends.request import DEVICE_ENV_VARS, device_string_from_env, parse_request, requested_spec
+from qbackends.screening import facts_for, requested_chain
 from qbackends.errors import DeviceStringError, EnvironmentSettingError, QBackendsError, UnknownBackendError
 from qbackends.hybridjob import JobEnvironment
 from qbackends.registry import build_registry, get_registry, reset_registry
@@ -101,7 +102,7 @@ def test_the_device_and_exclusions_from_the_environment_parse_or_name_their_vari
         try:
             spec = requested_spec(None)
             registry = get_registry()
-            candidates(None, None, 2, registry, facts_for(registry))
+            requested_chain(parse_request(None, 2), registry, facts_for(registry))
         except (DeviceStringError, UnknownBackendError) as exc:
             source = next(n for n in DEVICE_ENV_VARS if env.get(n))
             assert f"(the device string came from {source})" in exc.message, exc.message

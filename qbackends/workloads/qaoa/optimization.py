@@ -12,7 +12,7 @@ import numpy as np
 from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
 from ...gradients import check as check_gradient
-from ...policy import qaoa_device as workload_device  # the device this QAOA run uses
+from ...workloaddevices import qaoa_device as workload_device  # the device this QAOA run uses
 from . import checkpoint as checkpoints
 from .ansatz import energy_function, energy_tape
 from .checkpoint import Progress

@@ -114,7 +114,7 @@ def calibration_step(device_string: str, wires: int) -> Any:
 
     from ...device import get_device
     from ...gradients import check
-    from ...policy import qnn_diff_method
+    from ...workloaddevices import qnn_diff_method
 
     method = qnn_diff_method(device_string)
     device = get_device(device_string, wires=wires, diff_method=method)

@@ -214,7 +214,7 @@ def train(
     import torch.distributed as dist
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-    from ...policy import qnn_device, workers_advice
+    from ...workloaddevices import qnn_device
 
     config.validate()
     ctx = context or init_distributed()
@@ -471,3 +471,21 @@ def _sum(values: list[float], ctx: Context) -> list[float]:
     tensor = torch.tensor(values, dtype=torch.float64)
     dist.all_reduce(tensor)
     return tensor.tolist()
+
+
+# `qbackends run qnn` on batched.qubit, 2 cores, 3 epochs (2 at 16 wires; docs/benchmarks.md):
+# training samples/s with 1 and 2 local workers.
+WORKERS_MEASURED = "11,800 vs 4,600 samples/s at 4 wires, 5,800 vs 4,600 at 8, 1,450 vs 1,200 at 12, 69 vs 42 at 16"
+
+
+def workers_advice(device_name: str, wires: int, local_workers: int) -> str | None:
+    """Why more local worker processes will not speed this QNN run up, or None when they may."""
+    if local_workers > 1 and device_name == "qbackends.batched.qubit":
+        return (
+            f"{local_workers} local workers will not train faster than one on batched.qubit at {wires} wires: one process "
+            "already runs the whole minibatch in one call (on every core once the batch holds 2^14 amplitudes), so "
+            "more processes on this machine only split it and add an all-reduce per step (1 vs 2 workers on 2 cores: "
+            f"{WORKERS_MEASURED}). Pass --workers 1 here; more processes pay where they bring more cores (torchrun "
+            "across machines) or with a per-sample backend such as lightning.qubit."
+        )
+    return None

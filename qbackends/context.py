@@ -1,0 +1,46 @@
+"""What a process has learnt while building devices, in one object: build failures, loaded device classes,
+``auto``'s decisions and trials, and its cost model.
+
+The registry says what is registered; a ``Context`` holds what using it found out, each thing recorded once,
+where it is read. ``get_context()`` is the context of the current registry: after ``reset_registry()`` (a new
+registry) it starts empty by itself, so nothing here is cleared by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .registry import Registry, get_registry
+
+
+@dataclass
+class Context:
+    """The registry in use and what building its devices found out.
+
+    Attributes:
+        registry: the backends and rules.
+        build_failures: PennyLane device name -> why it cannot be built here (a construction that failed even
+            with one wire and no options); screening passes over these backends.
+        device_classes: PennyLane device name -> its class, once loaded (reading every distribution's entry
+            points took 90% of building a device).
+        decisions: ``auto``'s decisions (with their trials' times), per auto device setup, then per circuit structure.
+        model: ``auto``'s cost model (backend key -> ``Costs``), read once; None until then.
+    """
+
+    registry: Registry
+    build_failures: dict[str, str] = field(default_factory=dict)
+    device_classes: dict[str, Any] = field(default_factory=dict)
+    decisions: dict[Any, dict[Any, Any]] = field(default_factory=dict)
+    model: dict[str, Any] | None = None
+
+
+_current: list[Context] = []  # one slot: the context of the registry get_registry() returns
+
+
+def get_context() -> Context:
+    """The context of the current registry (``get_registry()``); a new registry starts a new, empty one."""
+    registry = get_registry()
+    if not _current or _current[0].registry is not registry:
+        _current[:] = [Context(registry)]
+    return _current[0]

@@ -1,0 +1,227 @@
+"""Screening: which backends a request names, and which of them run here and fit.
+
+Machine facts (``probe``), each backend's capabilities (``capabilities.evaluate``) and the memory guard decide;
+``choose`` is the whole screening of a request without building anything. Nothing here imports PennyLane.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import auto, calibration, capabilities, devicestring, launchers, probe
+from .backend import Backend
+from .context import Context, get_context
+from .deviceoptions import accepts_precision
+from .devicestring import AUTO
+from .errors import BackendUnavailableError, InsufficientMemoryError, QBackendsError, UnsupportedOptionError
+from .registry import Registry
+from .request import Request, naming_source, parse_request
+
+log = logging.getLogger("qbackends")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A backend chosen for a request, with its capabilities record."""
+
+    backend: Backend
+    capabilities: capabilities.Capabilities
+
+
+def facts_for(registry: Registry, failures: Mapping[str, str] | None = None) -> probe.MachineFacts:
+    """This machine's facts for the registered backends; ``failures`` (PennyLane device name -> why it failed at
+    construction: a context's ``build_failures``) among its device errors."""
+    dists = tuple(b.distribution for b in registry.backends.values())
+    facts = probe.machine_facts(dists)
+    if failures:
+        facts = probe.MachineFacts(**{**facts.__dict__, "device_errors": {**facts.device_errors, **failures}})
+    return facts
+
+
+def machine(context: Context) -> probe.MachineFacts:
+    """``facts_for`` the context's registry, with the build failures it has seen."""
+    return facts_for(context.registry, context.build_failures)
+
+
+def requested_chain(request: Request, registry: Registry, facts: probe.MachineFacts) -> list[Backend]:
+    """The backends a request names, in the order to try them: its backend then its ``fallback``; for ``auto``
+    without a circuit, what ``auto.without_circuit`` ranks."""
+    if request.auto:
+        return without_circuit(registry, facts, request.count)
+    chain = [naming_source(request.given, lambda: registry.lookup(request.spec))]
+    for name in request.fallback or ():
+        named = devicestring.parse(name)
+        if named.is_auto:
+            raise UnsupportedOptionError(
+                f"fallback={list(request.fallback or ())!r:.120} names auto, which is no one backend to fall back on.",
+                f"name backends there, e.g. fallback=['local:pennylane/lightning.qubit'], or pass {AUTO!r} as the device string.",
+            )
+        backend = registry.lookup(named)
+        if backend not in chain:
+            chain.append(backend)
+    return chain
+
+
+def without_circuit(registry: Registry, facts: probe.MachineFacts, wires: int | None) -> list[Backend]:
+    """``auto.without_circuit`` with this machine's workload profile (``qbackends calibrate --workload qaoa``), read
+    when a wire count is given."""
+    profile = calibration.load_profile(facts) if wires is not None else None
+    return auto.without_circuit(
+        registry.backends.values(), wires, profile, lambda b: capabilities.evaluate(b, facts).ok
+    )
+
+
+def auto_candidates(
+    context: Context,
+    wires: int | None,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    ignore_memory: bool = False,
+    exclude: Iterable[str] = (),
+) -> list[Choice]:
+    """The backends ``auto`` weighs for circuits of ``wires`` qubits, in order of preference: those that run here
+    and fit, GPUs only from their ``min_auto_wires``, less the excluded ones.
+
+    Raises:
+        BackendUnavailableError, InsufficientMemoryError: when none does (each one's reason is listed).
+        UnsupportedOptionError: an excluded name that is not a device string.
+    """
+    chain = auto.weighed(context.registry.backends.values(), wires, auto.excluded(also=exclude))
+    fit, _ = screen(chain, wires, precision, diff_method, ignore_memory, machine(context), every=True, context=context)
+    return fit
+
+
+def choose(
+    spec: str | None = None,
+    wires: int | None = None,
+    *,
+    fallback: Sequence[str] | None = None,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    ignore_memory: bool = False,
+    registry: Registry | None = None,
+    facts: probe.MachineFacts | None = None,
+) -> Choice:
+    """Pick the backend for a request without building anything.
+
+    Raises:
+        DeviceStringError, UnknownBackendError: for a bad or unknown string.
+        BackendUnavailableError: when no candidate runs here (each one's reason is listed).
+        InsufficientMemoryError: when the request fits on no candidate.
+    """
+    request = parse_request(
+        spec, wires, fallback=fallback, precision=precision, diff_method=diff_method, ignore_memory=ignore_memory
+    )
+    context = get_context()
+    if registry is not None and registry is not context.registry:  # another registry: what it has learnt is its own
+        context = Context(registry)
+    facts = facts or machine(context)
+    chain = requested_chain(request, context.registry, facts)
+    fit, refusals = screen(chain, request.count, precision, diff_method, ignore_memory, facts, context=context)
+    if refusals and fit and request.given is not None and not request.auto:
+        log.warning(
+            "qbackends: using %s instead of %s: %s", fit[0].backend.device_string, chain[0].device_string, refusals[0].message
+        )
+    return fit[0]
+
+
+def screen(
+    chain: Sequence[Backend],
+    wires: int | None,
+    precision: str,
+    diff_method: str | None,
+    ignore_memory: bool,
+    facts: probe.MachineFacts,
+    every: bool = False,
+    context: Context | None = None,
+) -> tuple[list[Choice], list[QBackendsError]]:
+    """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
+    the others do not.
+
+    Raises:
+        BackendUnavailableError, InsufficientMemoryError: when none of them does.
+    """
+    fit: list[Choice] = []
+    refusals: list[QBackendsError] = []
+    for backend in chain:
+        caps = capabilities.evaluate(backend, facts, precision, diff_method)
+        if not caps.ok:
+            refusals.append(BackendUnavailableError(f"{backend.device_string} cannot run here: {caps.reason}.", caps.fix))
+        elif wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
+            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context or get_context()))
+        else:
+            fit.append(Choice(backend, caps))
+            if not every:
+                break
+    if fit:
+        return fit, refusals
+    if len(refusals) == 1:
+        raise refusals[0]
+    kinds = {type(r) for r in refusals}
+    error_type = kinds.pop() if len(kinds) == 1 else BackendUnavailableError
+    raise error_type(
+        "No backend can run this request: " + " | ".join(r.message for r in refusals),
+        refusals[0].fix if len(refusals) == 1 else "see each backend's reason above; `qbackends list` shows what runs here.",
+    )
+
+
+def memory_error(
+    backend: Backend, caps: capabilities.Capabilities, wires: int, precision: str, diff_method: str | None, context: Context
+) -> InsufficientMemoryError:
+    need = capabilities.working_set_bytes(backend, wires, precision, diff_method)
+    what = f"{wires} wires on {backend.device_string} at {precision} need {_gib(need)} "
+    if backend.dense_adjoint_observables and diff_method == "adjoint":
+        what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
+    else:
+        during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
+        what += f"({backend.state_copies:g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during {during}) "
+    fixes = [f"use at most {caps.max_wires} wires"]
+    if precision == "c128" and not backend.dense_adjoint_observables and accepts_precision(backend, context):
+        fixes.append("precision='c64' halves the memory")
+    fixes.append("use a GPU backend with more memory (local:pennylane/lightning.gpu)")
+    if backend.dense_adjoint_observables:
+        fixes.append("use diff_method='backprop' or lightning.qubit")
+    fixes.append("or pass ignore_memory=True if you know better")
+    return InsufficientMemoryError(
+        f"{what}but {caps.hardware} has {_gib(caps.memory_available)} available.", "; ".join(fixes) + "."
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB ({n} bytes)"
+
+
+def check_request_on(backend: Backend, request: Request) -> None:
+    """What a backend needs of the request beyond its options: shots for a sampler, an MPI build for mpi=True."""
+    options = request.options
+    if backend.needs_shots and not options.get("shots"):
+        raise UnsupportedOptionError(
+            f"{backend.device_string} samples only: it gives no analytic results, and no shots were given.",
+            f"pass shots=N, e.g. get_device({backend.device_string!r}, wires={request.wires!r}, shots=10000).",
+        )
+    if options.get("mpi") and backend.mpi_module is not None:  # others take mpi as their own option, or refuse it
+        ok, reason = probe.mpi_support(backend)
+        if not ok:
+            raise UnsupportedOptionError(
+                f"mpi=True cannot work on {backend.device_string}: {reason}.",
+                "drop mpi=True, or build Lightning from source with MPI enabled and install mpi4py, then run under mpirun.",
+            )
+
+
+def rank_share_wires(count: int, launch: Any = None) -> int:
+    """The wires whose whole state is as large as what this node's ranks of an MPI job hold of ``count`` wires
+    (each rank 2^count / world amplitudes, ``local_world`` ranks on this node): what the memory guard sizes
+    against this node's memory. ``launch``: ``launchers.current()`` unless given."""
+    launch = launch if launch is not None else launchers.current()
+    world, local = (launch.world, launch.local_world) if launch is not None else (probe.mpi_world_size(), 1)
+    return max(count - (world.bit_length() - 1) + (local - 1).bit_length(), 0)
+
+
+def guarded_wires(request: Request) -> int | None:
+    """The wire count the memory guard sizes: with ``mpi=True``, what this node's ranks hold of the state."""
+    if request.options.get("mpi") and request.count is not None:  # each process holds 1/size of the state
+        return rank_share_wires(request.count)
+    return request.count
