@@ -25,6 +25,9 @@ from pennylane.transforms.core import BoundTransform
 
 # PennyLane 0.45's own steps of qml.transforms.decompose (pinned <0.46), taken apart so that the graph it
 # solves is solved once per device and set of operators rather than on every execution.
+from pennylane.allocation import Allocate, Deallocate
+from pennylane.decomposition.reconstruct import decomps_use_reconstructor
+from pennylane.templates import SubroutineOp
 from pennylane.transforms.decompose import _construct_and_solve_decomp_graph, _operator_decomposition_gen, _resolve_gate_set
 
 from .backend import Backend, RuleRegistration
@@ -384,36 +387,78 @@ def _several_parameters(name: str) -> bool:
 
 class Lowering:
     """What ``qml.transforms.decompose`` does with the graph on, for one rule set and gradient method, with
-    each graph solved once per set of operators it lowers (by their resource representations, which is all
-    the graph sees of them) instead of on every execution."""
+    each graph solved once per set of operator kinds it lowers (a kind: the operator's type and resource
+    parameters, all the graph sees of it), and each kind's rule looked up once, not on every execution."""
 
     def __init__(self, ruleset: RuleSet, adjoint: bool) -> None:
         # Every kept gate costs one pass; the default rules' outputs win ties.
-        keep = ruleset.kept(adjoint)
-        self.gate_set, self.stops = _resolve_gate_set({name: 0.99 if name in ruleset.preferred else 1.0 for name in keep}, None)
+        self.keep = ruleset.kept(adjoint)
+        self.gate_set, self._in_gate_set = _resolve_gate_set(
+            {name: 0.99 if name in ruleset.preferred else 1.0 for name in self.keep}, None
+        )
         self.fixed = dict(ruleset.fixed) or None
         self.alternatives = {k: list(v) for k, v in ruleset.alternatives.items()} or None
-        self.solutions: dict[frozenset, Any] = {}
+        self.solutions: dict[frozenset, tuple[Any, dict]] = {}  # kinds lowered -> (solution, kind -> rule or None)
+        # The last circuit lowered, its trainable parameters and the result: PennyLane asks
+        # supports_derivatives about a circuit, then preprocesses that same circuit.
+        self.last: tuple[Any, tuple, Any] | None = None
+
+    def stops(self, op: Any) -> bool:
+        return op.name in self.keep or self._in_gate_set(op)
 
     def operations(self, operations: list[Any]) -> list[Any]:
         """``operations`` with every one not kept lowered, in order."""
         lowered = [op for op in operations if not self.stops(op)]
-        try:
-            key = frozenset(resource_rep(type(op), **op.resource_params) for op in lowered)
-        except Exception:  # noqa: BLE001 - an operator whose resources cannot be keyed: solved for this circuit only
-            key = None
-        solution = self.solutions.get(key) if key is not None else None
+        kinds = [_kind(op) for op in lowered]
+        key = None if None in kinds else frozenset(kinds)
+        solution, rules = self.solutions.get(key) or (None, {})
         if solution is None:
             # strict=False: what the graph cannot lower is left to the device, whose own
             # preprocessing decomposes it or says it cannot.
             solution = _construct_and_solve_decomp_graph(lowered, self.gate_set, 0, False, self.fixed, self.alternatives, False)
             if key is not None:
-                self.solutions[key] = solution
-        return [
-            new
-            for op in operations
-            for new in _operator_decomposition_gen(op, self.stops, num_work_wires=solution.num_work_wires, graph_solution=solution)
-        ]
+                self.solutions[key] = solution, rules
+        return [new for op in operations for new in self._lower(op, solution, rules)]
+
+    def _lower(self, op: Any, solution: Any, rules: dict) -> list[Any]:
+        if self.stops(op):
+            return [op]
+        kind = _kind(op)
+        if kind is None or kind not in rules:
+            rule = _plain_rule(op, solution)
+            if kind is not None:
+                rules[kind] = rule
+        else:
+            rule = rules[kind]
+        if rule is None:  # PennyLane's own path: conditionals, what the graph did not solve, rules with work wires
+            return list(_operator_decomposition_gen(op, self.stops, num_work_wires=solution.num_work_wires, graph_solution=solution))
+        rule, kwargs = rule
+        with qml.QueuingManager.stop_recording(), qml.queuing.AnnotatedQueue() as queue:
+            rule(*op.parameters, wires=op.wires, **(op.resource_params if kwargs == "resources" else op.hyperparameters))
+        return [new for sub in queue.queue for new in self._lower(sub, solution, rules)]
+
+
+def _kind(op: Any) -> tuple | None:
+    """An operator's type and resource parameters, hashable; None where they are not."""
+    try:
+        kind = (type(op), tuple(sorted(op.resource_params.items())))
+        hash(kind)
+        return kind
+    except Exception:  # noqa: BLE001 - unhashable or unsortable resource parameters: not cached
+        return None
+
+
+def _plain_rule(op: Any, solution: Any) -> tuple[Any, str] | None:
+    """The graph's rule for ``op`` and which arguments it takes, where applying it is all PennyLane would do."""
+    if isinstance(op, (qml.ops.Conditional, SubroutineOp, Allocate, Deallocate)) or not isinstance(op, qml.operation.Operator):
+        return None
+    if not solution.is_solved_for(op, solution.num_work_wires):
+        return None
+    rule = solution.decomposition(op, solution.num_work_wires)
+    if rule.get_work_wire_spec(**op.resource_params).total:
+        return None
+    rep = resource_rep(type(op), **op.resource_params)
+    return rule, "resources" if decomps_use_reconstructor(rep.op_type, rep.params) else "hyperparameters"
 
 
 @qml.transform
@@ -422,11 +467,15 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
     keep = ruleset.kept(adjoint)
     if all(op.name in keep for op in tape.operations):
         return (_rebindable(tape),), _identity
+    lowering = ruleset.lowering(adjoint)
+    trainable = tuple(tape.trainable_params)
+    if (last := lowering.last) is not None and last[0] is tape and last[1] == trainable:
+        return (last[2],), _identity
     with qml.decomposition.toggle_graph_ctx(True), warnings.catch_warnings():
         warnings.simplefilter("ignore", DecompositionWarning)
         warnings.filterwarnings("ignore", message=".*GlobalPhase is not assumed to have a decomposition")
         try:
-            lowered = tape.copy(operations=ruleset.lowering(adjoint).operations(tape.operations))
+            lowered = tape.copy(operations=lowering.operations(tape.operations))
         except RecursionError:  # a rule whose result needs that rule again (a user's rule for RX that returns RX)
             users = sorted(name for name in ruleset.fixed if name not in exact_rules())
             raise UnsupportedCircuitError(
@@ -435,7 +484,8 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
                 "give each rule a result in other gates (a rule for RX must not return RX), or leave that rule out.",
             ) from None
     _refuse_unlowerable(lowered, ruleset, adjoint)
-    return (_rebindable(lowered),), _identity
+    lowering.last = (tape, trainable, _rebindable(lowered))
+    return (lowering.last[2],), _identity
 
 
 def _rebindable(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
