@@ -298,3 +298,42 @@ def test_a_hadamard_test_of_the_purity_is_refused_not_zero(method):
     # PennyLane 0.45's direct Hadamard test gave 0 (backprop: -0.28), the others a TypeError or an AttributeError
     with pytest.raises(UnsupportedCircuitError, match="is a measurement of the state itself"):
         _two_parameter_jacobian(get_device("local:qbackends/fused.qubit", wires=3), method, lambda: qml.purity([0]))
+
+
+SPARSE_SAMPLED = (
+    "cannot sample ExpectationMP of SparseHamiltonian with shots=[5, 5]: SparseHamiltonian has no diagonalizing gates, "
+    "so there are no outcomes to sample."
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [("auto", "qbackends.auto"), ("local:qbackends/fused.qubit", "qbackends.fused.qubit"), ("lightning.qubit", "lightning.qubit")],
+)
+def test_a_sampled_sparse_hamiltonian_is_refused_naming_it_and_the_shots(spec, name):
+    import pennylane as qml
+
+    from qbackends import gradients
+    from qbackends.errors import UnsupportedCircuitError
+
+    # auto took fused.qubit, whose sampler raised DiagGatesUndefinedError; lightning raised TypeError as it ran;
+    # default.qubit refuses it (DeviceError: not accepted with finite shots)
+    matrix = qml.Hamiltonian([0.4, -0.8], [qml.X(0) @ qml.X(1), qml.Z(1)]).sparse_matrix(wire_order=[0, 1])
+    dev = get_device(spec, wires=2, shots=[5, 5])
+
+    def apply(x):
+        qml.RY(x[0], 0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.SparseHamiltonian(matrix, wires=[0, 1]))
+
+    x = qml.numpy.array([0.4], requires_grad=True)
+    with pytest.raises(UnsupportedCircuitError) as err:
+        tape = qml.workflow.construct_tape(qml.QNode(apply, dev))(x)
+        gradients.check(dev, tape, "best", "autograd", lambda *_: "")
+        qml.jacobian(qml.QNode(apply, dev, diff_method="best"))(x)
+    assert isinstance(err.value, qml.exceptions.DeviceError)  # what default.qubit raises for it
+    assert err.value.message == f"{name} {SPARSE_SAMPLED}"
+    assert err.value.fix == (
+        "drop shots (shots=None) for its exact value, or measure its matrix as qml.Hermitian(matrix, wires) or as a "
+        "Pauli sum (qml.pauli_decompose(matrix)), which can be sampled."
+    )
