@@ -308,7 +308,11 @@ SPARSE_SAMPLED = (
 
 @pytest.mark.parametrize(
     ("spec", "name"),
-    [("auto", "qbackends.auto"), ("local:qbackends/fused.qubit", "qbackends.fused.qubit"), ("lightning.qubit", "lightning.qubit")],
+    [
+        ("auto", "qbackends.auto"),
+        ("local:qbackends/fused.qubit", "qbackends.fused.qubit"),
+        ("lightning.qubit", "lightning.qubit"),
+    ],
 )
 def test_a_sampled_sparse_hamiltonian_is_refused_naming_it_and_the_shots(spec, name):
     import pennylane as qml
@@ -337,3 +341,77 @@ def test_a_sampled_sparse_hamiltonian_is_refused_naming_it_and_the_shots(spec, n
         "drop shots (shots=None) for its exact value, or measure its matrix as qml.Hermitian(matrix, wires) or as a "
         "Pauli sum (qml.pauli_decompose(matrix)), which can be sampled."
     )
+
+
+def _variance_of_a_measured_value(dev, diff_method):
+    import pennylane as qml
+
+    @qml.qnode(dev, diff_method=diff_method)
+    def circuit(x):
+        qml.RY(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RX(x[1], 1)
+        return qml.var(qml.measure(1))
+
+    x = qml.numpy.array([0.4, 0.7], requires_grad=True)
+    return qml.jacobian(circuit)(x)
+
+
+def test_auto_differentiates_a_variance_of_a_measured_value_by_best_as_default_qubit_does():
+    import pennylane as qml
+
+    # auto took batched.qubit, whose "best" fell back to param_shift: AttributeError 'NoneType' object has no
+    # attribute 'name'; default.qubit's "best" is backprop
+    dev = get_device("auto", wires=3)
+    jacobian = _variance_of_a_measured_value(dev, "best")
+    expected = _variance_of_a_measured_value(qml.device("default.qubit", wires=3), "backprop")
+    assert dev.last_choice == "local:pennylane/default.qubit"
+    assert np.allclose(jacobian, expected, atol=1e-12) and np.allclose(expected, [0.10491038, 0.2090024], atol=1e-8)
+
+
+MEASURED_VARIANCE = (
+    "is a variance of a mid-circuit measurement's value (PennyLane 0.45's param_shift fails on it with an "
+    "AttributeError, and its Hadamard tests take no variance)."
+)
+OWN_GRADIENT = {
+    "fused.qubit": "analytic expectations of observables and variances of Pauli observables",
+    "batched.qubit": "expectations and variances of Pauli observables and probabilities of wires",
+}
+
+
+@pytest.mark.parametrize("method", ["best", "parameter-shift"])
+@pytest.mark.parametrize("name", ["fused.qubit", "batched.qubit"])
+def test_a_variance_of_a_measured_value_is_refused_typed_where_no_gradient_takes_it(name, method):
+    from qbackends.errors import UnsupportedCircuitError
+
+    with pytest.raises(UnsupportedCircuitError) as err:  # the same AttributeError, from param_shift
+        _variance_of_a_measured_value(get_device(f"local:qbackends/{name}", wires=3), method)
+    how, wire = ("param_shift was asked for", 1)
+    if method == "best":
+        how, wire = (f"its adjoint pass differentiates {OWN_GRADIENT[name]} only", 2)
+    assert err.value.message == (
+        f"qbackends.{name} has no gradient of this circuit: {how}, and parameter-shift cannot take it: "
+        f"var(MeasurementValue(wires=[{wire}])) {MEASURED_VARIANCE}"
+    )  # (under "best", of the circuit as the device runs it: the measured value deferred onto wire 2)
+
+
+def test_auto_differentiates_an_exact_sparse_hamiltonian_as_default_qubit_does_by_best():
+    import pennylane as qml
+
+    # the fuzzer's reference was default.qubit's backprop, which refuses a SparseHamiltonian (QuantumFunctionError):
+    # its "best" (adjoint there) is the reference; auto computes it
+    matrix = qml.Hamiltonian([0.4, -0.8], [qml.X(0) @ qml.X(1), qml.Z(1)]).sparse_matrix(wire_order=[0, 1])
+
+    def jacobian(dev):
+        @qml.qnode(dev, diff_method="best")
+        def circuit(x):
+            qml.RY(x[0], 0)
+            qml.CNOT([0, 1])
+            qml.RX(x[1], 1)
+            return qml.expval(qml.SparseHamiltonian(matrix, wires=[0, 1]))
+
+        return qml.jacobian(circuit)(qml.numpy.array([0.4, 0.7], requires_grad=True))
+
+    expected = jacobian(qml.device("default.qubit", wires=2))
+    assert np.allclose(jacobian(get_device("auto", wires=2)), expected, atol=1e-10)
+    assert np.allclose(expected, [0.4 * np.cos(0.4) + 0.8 * np.sin(0.4) * np.cos(0.7), 0.8 * np.cos(0.4) * np.sin(0.7)])
