@@ -415,3 +415,24 @@ def test_auto_differentiates_an_exact_sparse_hamiltonian_as_default_qubit_does_b
     expected = jacobian(qml.device("default.qubit", wires=2))
     assert np.allclose(jacobian(get_device("auto", wires=2)), expected, atol=1e-10)
     assert np.allclose(expected, [0.4 * np.cos(0.4) + 0.8 * np.sin(0.4) * np.cos(0.7), 0.8 * np.cos(0.4) * np.sin(0.7)])
+
+
+def test_a_sampled_gradient_in_single_precision_is_judged_as_an_estimate():
+    import pennylane as qml
+
+    from .test_fuzz_auto_gradients import _right
+
+    # the fuzzer held a gradient from shots=[5, 5] at precision c64 to 1e-4 of the exact one (its c64 tolerance)
+    dev = get_device("auto", wires=3, precision="c64", shots=[5, 5], seed=3)
+
+    @qml.qnode(dev, diff_method="best")
+    def circuit(x):
+        qml.RY(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RX(x[1], 1)
+        return qml.expval(qml.X(0) @ qml.Z(1))
+
+    x = qml.numpy.array([0.4, 0.7], requires_grad=True)
+    jacobian = qml.jacobian(lambda v: qml.math.stack(circuit(v)))(x)
+    assert jacobian.shape == (2, 2) and np.isfinite(jacobian).all()  # one estimate per entry of the shot vector
+    assert _right(jacobian, None, "best", x, "c64", [5, 5])  # (any finite estimate: not compared)
