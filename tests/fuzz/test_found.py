@@ -436,3 +436,15 @@ def test_a_sampled_gradient_in_single_precision_is_judged_as_an_estimate():
     jacobian = qml.jacobian(lambda v: qml.math.stack(circuit(v)))(x)
     assert jacobian.shape == (2, 2) and np.isfinite(jacobian).all()  # one estimate per entry of the shot vector
     assert _right(jacobian, None, "best", x, "c64", [5, 5])  # (any finite estimate: not compared)
+
+
+@pytest.mark.parametrize("spec", ["local:braket/braket.local.qubit", "local:qbackends/fused.qubit", "auto", "default.qubit"])
+def test_a_wire_labelled_none_is_refused_at_get_device(spec):
+    # taken, then Braket's device and fused.qubit failed as they rotated a measurement on it: ValueError "Must specify
+    # the wires that PauliZ acts on" (PennyLane reads wires=None as no wires)
+    with pytest.raises(UnsupportedOptionError) as err:
+        get_device(spec, wires=[None])
+    assert err.value.message == (
+        "wires=[None] holds the label None, which PennyLane reads as no wire where an operator is built on it."
+    )
+    assert err.value.fix == "label the wires with numbers or strings, e.g. wires=[0, 'a']."
