@@ -448,3 +448,15 @@ def test_a_wire_labelled_none_is_refused_at_get_device(spec):
         "wires=[None] holds the label None, which PennyLane reads as no wire where an operator is built on it."
     )
     assert err.value.fix == "label the wires with numbers or strings, e.g. wires=[0, 'a']."
+
+
+def test_a_qaoa_checkpoint_whose_moments_are_numbers_not_lists_is_refused(tmp_path):
+    qaoa.run(qaoa.Config(**{**QAOA_RUN.__dict__, "iterations": 2}), "default.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qaoa.CHECKPOINT_FILE
+    state = json.loads(path.read_text())
+    state["progress"]["optimizer"].update(m=float("nan"), v=float("nan"))  # nan + nan is a number: len() raised TypeError
+    text = json.dumps(state)
+    path.write_text(text)
+    with pytest.raises(CheckpointError) as err:
+        qaoa.run(QAOA_RUN, "default.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert "its optimizer's m moments are nan, not a list" in err.value.message and path.read_text() == text
