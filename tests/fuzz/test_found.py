@@ -460,3 +460,11 @@ def test_a_qaoa_checkpoint_whose_moments_are_numbers_not_lists_is_refused(tmp_pa
     with pytest.raises(CheckpointError) as err:
         qaoa.run(QAOA_RUN, "default.qubit", checkpoint_dir=tmp_path, resume=True)
     assert "its optimizer's m moments are nan, not a list" in err.value.message and path.read_text() == text
+
+
+def test_a_profile_extended_past_a_floats_range_predicts_no_end_not_an_overflow():
+    # one size measured, 1024 wires asked: 2.0 ** 1024 raised OverflowError
+    profile = calibration.Profile.from_json({"fingerprint": {}, "seconds": {"pennylane/lightning.gpu": {"0": 1.0}}})
+    assert profile.predict("pennylane/lightning.gpu", 1024) == float("inf")
+    profile = calibration.Profile.from_json({"fingerprint": {}, "seconds": {"a": {"1": 1.0, "2": 2.0}}})
+    assert profile.predict("a", 2**40) == float("inf")
