@@ -32,7 +32,7 @@ from .factory import build
 from .request import Request, parse_request, wire_count
 from .screening import auto_candidates, machine, screen
 from .shiftrules import no_shift_rule, numerical, refusal
-from .simbase.measured import sampled_pauli_terms
+from .simbase.measured import check_sampled, sampled_pauli_terms
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -200,6 +200,7 @@ class AutoQubit(Device):
         key = auto.structure_key(circuit, trainable, config.gradient_method, self._observables)
         decision = self._decisions.get(key)
         if decision is None:
+            check_sampled(circuit, self.name)  # no backend samples it: one line, not one per candidate
             tape = _as_numpy(circuit, trainable)
             shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, trainable)
             methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))

@@ -112,7 +112,10 @@ class Profile:
             return None
         if len(points) == 1:
             n0, s0 = points[0]
-            return s0 * 2.0 ** (wires - n0)
+            try:
+                return s0 * 2.0 ** (wires - n0)
+            except OverflowError:  # a size past a float's range (2**1024): longer than any run
+                return math.inf if s0 > 0 else 0.0
         below = [p for p in points if p[0] <= wires]
         above = [p for p in points if p[0] >= wires]
         if below and above:
@@ -124,7 +127,10 @@ class Profile:
         if n0 == n1:
             return s0
         slope = (math.log(s1) - math.log(s0)) / (n1 - n0)
-        return math.exp(math.log(s0) + slope * (wires - n0))
+        try:
+            return math.exp(math.log(s0) + slope * (wires - n0))
+        except OverflowError:  # past a float's range: longer than any run
+            return math.inf
 
 
 def _present(path: Path) -> bool:

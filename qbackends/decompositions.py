@@ -35,6 +35,7 @@ from .capabilities import DeclaredOperations
 from .errors import UnsupportedCircuitError, UnsupportedOptionError, shown
 from .operators import WRAPPERS as _WRAPPERS
 from .operators import pennylane_operator
+from .simbase.measured import refuse_unsampled
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
 
@@ -556,16 +557,19 @@ def _identity(results: Any) -> Any:
 def _with_rules(device_class: Any) -> type:
     """A subclass of ``device_class`` whose preprocessing applies its ``qbackends_rules`` first."""
 
+    # First, a sampled observable with no outcomes refused typed (lightning fails on it untyped as it runs); then the rules.
     def preprocess_transforms(self: Any, execution_config: Any = None) -> Any:
         pipeline = device_class.preprocess_transforms(self, execution_config)
         kwargs = {"ruleset": self.qbackends_rules, "adjoint": _is_adjoint(execution_config)}
         pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
+        pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": self.name}))
         return pipeline
 
     def preprocess(self: Any, execution_config: Any = None) -> Any:  # devices written against the older hook
         pipeline, config = device_class.preprocess(self, execution_config)
         kwargs = {"ruleset": self.qbackends_rules, "adjoint": _is_adjoint(config)}
         pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
+        pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": self.name}))
         return pipeline, config
 
     def supports_derivatives(self: Any, execution_config: Any = None, circuit: Any = None) -> Any:

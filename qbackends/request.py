@@ -134,7 +134,7 @@ def wire_count(wires: Any) -> int | None:
     """The number of wires a request names: a positive integer (NumPy's too) or distinct labels, one or more.
 
     Raises:
-        UnsupportedOptionError: for no wires, a negative, huge, fractional or string count, or repeated labels.
+        UnsupportedOptionError: for no wires, a negative, huge, fractional or string count, a None label, or repeated labels.
     """
     fix = "pass wires=n (a whole number from 1 to 512) or a list of distinct labels, e.g. wires=['a', 'b']."
     if wires is None:
@@ -164,6 +164,11 @@ def wire_count(wires: Any) -> int | None:
         counts = Counter(wires)
     except TypeError:
         raise UnsupportedOptionError(f"wires={wires!r} holds a label that is not hashable.", fix) from None
+    if None in counts:  # an operator given wires=None has none: qml.X(None) fails as a device rotates it
+        raise UnsupportedOptionError(
+            f"wires={wires!r} holds the label None, which PennyLane reads as no wire where an operator is built on it.",
+            "label the wires with numbers or strings, e.g. wires=[0, 'a'].",
+        )
     repeated = sorted(repr(w) for w, n in counts.items() if n > 1)
     if repeated:
         raise UnsupportedOptionError(f"wires={wires!r} repeats {', '.join(repeated)}; wire labels must be distinct.", fix)

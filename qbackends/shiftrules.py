@@ -1,12 +1,14 @@
-"""What PennyLane's parameter-shift rule cannot differentiate: a measurement of the state itself, a broadcast batch.
+"""What PennyLane's parameter-shift rule cannot differentiate: a measurement of the state itself, a variance of a
+mid-circuit measurement's value, a broadcast batch.
 
 A shift rule holds for a quantity linear in the state's projector |ψ⟩⟨ψ| (expectations, variances through them,
 probabilities). PennyLane 0.45's ``param_shift`` refuses the state, a density matrix, a von Neumann entropy and a
-mutual information with a plain ``ValueError``, gives a wrong number for the purity (tr ρ² is quadratic in ρ), and
-refuses a broadcast tape with a ``NotImplementedError``. "best" falls back to it wherever a device has no gradient
-of its own for a circuit; so for these circuits the simulators keep the gradient (and refuse it, typed, when it is
-asked for), refuse an explicit parameter-shift of the state, and ``auto`` takes only a backend whose own gradient
-covers them. (With shots every gradient is parameter-shift: PennyLane's own refusals stand.)
+mutual information with a plain ``ValueError``, gives a wrong number for the purity (tr ρ² is quadratic in ρ),
+refuses a broadcast tape with a ``NotImplementedError``, and fails on a variance of a mid-circuit measurement's value
+with an ``AttributeError``. "best" falls back to it wherever a device has no gradient of its own for a circuit; so
+for these circuits the simulators keep the gradient (and refuse it, typed, when it is asked for), refuse an explicit
+parameter-shift of them, and ``auto`` takes only a backend whose own gradient covers them. (With shots every
+gradient is parameter-shift: PennyLane's own refusals stand.)
 """
 
 from __future__ import annotations
@@ -58,10 +60,30 @@ def of_the_state(circuit: Any) -> str | None:
     )
 
 
+def of_a_measured_value(circuit: Any) -> str | None:
+    """Why no shift rule differentiates ``circuit``'s variance of a mid-circuit measurement's value, where it has
+    trainable parameters; None otherwise."""
+    if circuit is None or not circuit.trainable_params:
+        return None
+    variances = [m for m in circuit.measurements if type(m).__name__ == "VarianceMP" and m.obs is None and m.mv is not None]
+    if not variances:
+        return None
+    return (
+        f"{variances[0]} is a variance of a mid-circuit measurement's value (PennyLane 0.45's param_shift fails on "
+        "it with an AttributeError, and its Hadamard tests take no variance)"
+    )
+
+
+def unshiftable(circuit: Any) -> str | None:
+    """Why a shift rule (``shifted``) cannot differentiate ``circuit``'s measurements: ``of_the_state`` or
+    ``of_a_measured_value``; None where it can."""
+    return of_the_state(circuit) or of_a_measured_value(circuit)
+
+
 def no_shift_rule(circuit: Any) -> str | None:
-    """Why parameter-shift cannot differentiate analytic ``circuit`` (``of_the_state``, or a broadcast batch); None
+    """Why parameter-shift cannot differentiate analytic ``circuit`` (``unshiftable``, or a broadcast batch); None
     where it can, or where nothing is trainable."""
-    if reason := of_the_state(circuit):
+    if reason := unshiftable(circuit):
         return reason
     if circuit is not None and circuit.trainable_params and circuit.batch_size is not None:
         return "PennyLane 0.45's param_shift does not differentiate a broadcast batch by its broadcast parameters"

@@ -226,6 +226,8 @@ CASES = [
     _c("shots-purity", lambda m: qml.purity(wires=[0]), shots=SHOTS),
     _c("shots-vn-entropy", lambda m: qml.vn_entropy(wires=[0]), shots=SHOTS),
     _c("shots-mutual-info", lambda m: qml.mutual_info(wires0=[0], wires1=[1]), shots=SHOTS),
+    _c("shots-expval-sparse", lambda m: qml.expval(sparse_hamiltonian()), shots=SHOTS),  # no diagonalizing gates
+    _c("shot-vector-expval-sparse", lambda m: qml.expval(sparse_hamiltonian()), shots=(5, 5)),
 ]
 
 

@@ -17,7 +17,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
 
-from ..shiftrules import method_name, no_shift_rule, of_the_state, refusal, shifted
+from ..shiftrules import method_name, no_shift_rule, refusal, shifted, unshiftable
 from .measured import check_declared, refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
@@ -59,7 +59,7 @@ class SimulatorDevice(Device):
         validate_mcm_method(self.capabilities, config.mcm_config.mcm_method, sampled)
         if config.mcm_config.mcm_method is None:
             config = dataclasses.replace(config, mcm_config=dataclasses.replace(config.mcm_config, mcm_method="deferred"))
-        if shifted(config.gradient_method) and (reason := of_the_state(circuit)):
+        if shifted(config.gradient_method) and (reason := unshiftable(circuit)):
             raise refusal(self.name, reason, f"{method_name(config.gradient_method)} was asked for")
         if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
             options = self._gradient_options(circuit)

@@ -64,6 +64,47 @@ def check_declared(tape: Any, device: str, declared: Mapping[str, Sequence[Execu
                 f"{device} does not compute {m} ({name}) {mode}; it computes {', '.join(choices)} {mode}.",
                 f"measure one of those{other}, or use a backend that computes {name}, such as {REFERENCE} (auto picks one).",
             )
+    check_sampled(tape, device)
+
+
+@qml.transform
+def refuse_unsampled(tape: Any, *, device: str) -> tuple[Any, Any]:
+    """``check_sampled`` as a preprocessing step (of every device ``get_device`` attaches rules to)."""
+    check_sampled(tape, device)
+    return (tape,), lambda results: results[0]
+
+
+def check_sampled(tape: Any, device: str) -> None:
+    """Refuse, naming it and the shots, a sampled measurement of an observable with no diagonalizing gates (a
+    ``SparseHamiltonian``): there are no outcomes to sample. default.qubit refuses it by the same rule; lightning
+    and PennyLane's sampler fail on it untyped, at execution."""
+    if not tape.shots:
+        return
+    for m in tape.measurements:
+        if m.obs is None or (lacking := unsampleable(m.obs)) is None:
+            continue
+        of = lacking if lacking == m.obs.name else f"{m.obs.name} (its {lacking})"
+        raise UnsupportedMeasurementError(
+            f"{device} cannot sample {type(m).__name__} of {of} with shots={spelled_shots(tape.shots)}: {lacking} has "
+            "no diagonalizing gates, so there are no outcomes to sample.",
+            "drop shots (shots=None) for its exact value, or measure its matrix as qml.Hermitian(matrix, wires) or "
+            "as a Pauli sum (qml.pauli_decompose(matrix)), which can be sampled.",
+        )
+
+
+def unsampleable(obs: Any) -> str | None:
+    """The name of the operator in ``obs`` without diagonalizing gates (so that ``obs`` cannot be sampled), or None;
+    default.qubit's rule (``observable_accepts_sampling``), naming what it lacks."""
+    if isinstance(obs, qml.ops.CompositeOp):
+        return next((name for o in obs.operands if (name := unsampleable(o)) is not None), None)
+    if isinstance(obs, qml.ops.SymbolicOp):
+        return unsampleable(obs.base)
+    return None if obs.has_diagonalizing_gates else obs.name
+
+
+def spelled_shots(shots: Any) -> Any:
+    """Shots as a user gives them: a number, or a shot vector as its list of numbers."""
+    return list(shots) if shots.has_partitioned_shots else shots.total_shots
 
 
 @functools.cache

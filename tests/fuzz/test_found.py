@@ -298,3 +298,173 @@ def test_a_hadamard_test_of_the_purity_is_refused_not_zero(method):
     # PennyLane 0.45's direct Hadamard test gave 0 (backprop: -0.28), the others a TypeError or an AttributeError
     with pytest.raises(UnsupportedCircuitError, match="is a measurement of the state itself"):
         _two_parameter_jacobian(get_device("local:qbackends/fused.qubit", wires=3), method, lambda: qml.purity([0]))
+
+
+SPARSE_SAMPLED = (
+    "cannot sample ExpectationMP of SparseHamiltonian with shots=[5, 5]: SparseHamiltonian has no diagonalizing gates, "
+    "so there are no outcomes to sample."
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [
+        ("auto", "qbackends.auto"),
+        ("local:qbackends/fused.qubit", "qbackends.fused.qubit"),
+        ("lightning.qubit", "lightning.qubit"),
+    ],
+)
+def test_a_sampled_sparse_hamiltonian_is_refused_naming_it_and_the_shots(spec, name):
+    import pennylane as qml
+
+    from qbackends import gradients
+    from qbackends.errors import UnsupportedCircuitError
+
+    # auto took fused.qubit, whose sampler raised DiagGatesUndefinedError; lightning raised TypeError as it ran;
+    # default.qubit refuses it (DeviceError: not accepted with finite shots)
+    matrix = qml.Hamiltonian([0.4, -0.8], [qml.X(0) @ qml.X(1), qml.Z(1)]).sparse_matrix(wire_order=[0, 1])
+    dev = get_device(spec, wires=2, shots=[5, 5])
+
+    def apply(x):
+        qml.RY(x[0], 0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.SparseHamiltonian(matrix, wires=[0, 1]))
+
+    x = qml.numpy.array([0.4], requires_grad=True)
+    with pytest.raises(UnsupportedCircuitError) as err:
+        tape = qml.workflow.construct_tape(qml.QNode(apply, dev))(x)
+        gradients.check(dev, tape, "best", "autograd", lambda *_: "")
+        qml.jacobian(qml.QNode(apply, dev, diff_method="best"))(x)
+    assert isinstance(err.value, qml.exceptions.DeviceError)  # what default.qubit raises for it
+    assert err.value.message == f"{name} {SPARSE_SAMPLED}"
+    assert err.value.fix == (
+        "drop shots (shots=None) for its exact value, or measure its matrix as qml.Hermitian(matrix, wires) or as a "
+        "Pauli sum (qml.pauli_decompose(matrix)), which can be sampled."
+    )
+
+
+def _variance_of_a_measured_value(dev, diff_method):
+    import pennylane as qml
+
+    @qml.qnode(dev, diff_method=diff_method)
+    def circuit(x):
+        qml.RY(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RX(x[1], 1)
+        return qml.var(qml.measure(1))
+
+    x = qml.numpy.array([0.4, 0.7], requires_grad=True)
+    return qml.jacobian(circuit)(x)
+
+
+def test_auto_differentiates_a_variance_of_a_measured_value_by_best_as_default_qubit_does():
+    import pennylane as qml
+
+    # auto took batched.qubit, whose "best" fell back to param_shift: AttributeError 'NoneType' object has no
+    # attribute 'name'; default.qubit's "best" is backprop
+    dev = get_device("auto", wires=3)
+    jacobian = _variance_of_a_measured_value(dev, "best")
+    expected = _variance_of_a_measured_value(qml.device("default.qubit", wires=3), "backprop")
+    assert dev.last_choice == "local:pennylane/default.qubit"
+    assert np.allclose(jacobian, expected, atol=1e-12) and np.allclose(expected, [0.10491038, 0.2090024], atol=1e-8)
+
+
+MEASURED_VARIANCE = (
+    "is a variance of a mid-circuit measurement's value (PennyLane 0.45's param_shift fails on it with an "
+    "AttributeError, and its Hadamard tests take no variance)."
+)
+OWN_GRADIENT = {
+    "fused.qubit": "analytic expectations of observables and variances of Pauli observables",
+    "batched.qubit": "expectations and variances of Pauli observables and probabilities of wires",
+}
+
+
+@pytest.mark.parametrize("method", ["best", "parameter-shift"])
+@pytest.mark.parametrize("name", ["fused.qubit", "batched.qubit"])
+def test_a_variance_of_a_measured_value_is_refused_typed_where_no_gradient_takes_it(name, method):
+    from qbackends.errors import UnsupportedCircuitError
+
+    with pytest.raises(UnsupportedCircuitError) as err:  # the same AttributeError, from param_shift
+        _variance_of_a_measured_value(get_device(f"local:qbackends/{name}", wires=3), method)
+    how, wire = ("param_shift was asked for", 1)
+    if method == "best":
+        how, wire = (f"its adjoint pass differentiates {OWN_GRADIENT[name]} only", 2)
+    assert err.value.message == (
+        f"qbackends.{name} has no gradient of this circuit: {how}, and parameter-shift cannot take it: "
+        f"var(MeasurementValue(wires=[{wire}])) {MEASURED_VARIANCE}"
+    )  # (under "best", of the circuit as the device runs it: the measured value deferred onto wire 2)
+
+
+def test_auto_differentiates_an_exact_sparse_hamiltonian_as_default_qubit_does_by_best():
+    import pennylane as qml
+
+    # the fuzzer's reference was default.qubit's backprop, which refuses a SparseHamiltonian (QuantumFunctionError):
+    # its "best" (adjoint there) is the reference; auto computes it
+    matrix = qml.Hamiltonian([0.4, -0.8], [qml.X(0) @ qml.X(1), qml.Z(1)]).sparse_matrix(wire_order=[0, 1])
+
+    def jacobian(dev):
+        @qml.qnode(dev, diff_method="best")
+        def circuit(x):
+            qml.RY(x[0], 0)
+            qml.CNOT([0, 1])
+            qml.RX(x[1], 1)
+            return qml.expval(qml.SparseHamiltonian(matrix, wires=[0, 1]))
+
+        return qml.jacobian(circuit)(qml.numpy.array([0.4, 0.7], requires_grad=True))
+
+    expected = jacobian(qml.device("default.qubit", wires=2))
+    assert np.allclose(jacobian(get_device("auto", wires=2)), expected, atol=1e-10)
+    assert np.allclose(expected, [0.4 * np.cos(0.4) + 0.8 * np.sin(0.4) * np.cos(0.7), 0.8 * np.cos(0.4) * np.sin(0.7)])
+
+
+def test_a_sampled_gradient_in_single_precision_is_judged_as_an_estimate():
+    import pennylane as qml
+
+    from .test_fuzz_auto_gradients import _right
+
+    # the fuzzer held a gradient from shots=[5, 5] at precision c64 to 1e-4 of the exact one (its c64 tolerance)
+    dev = get_device("auto", wires=3, precision="c64", shots=[5, 5], seed=3)
+
+    @qml.qnode(dev, diff_method="best")
+    def circuit(x):
+        qml.RY(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RX(x[1], 1)
+        return qml.expval(qml.X(0) @ qml.Z(1))
+
+    x = qml.numpy.array([0.4, 0.7], requires_grad=True)
+    jacobian = qml.jacobian(lambda v: qml.math.stack(circuit(v)))(x)
+    assert jacobian.shape == (2, 2) and np.isfinite(jacobian).all()  # one estimate per entry of the shot vector
+    assert _right(jacobian, None, "best", x, "c64", [5, 5])  # (any finite estimate: not compared)
+
+
+@pytest.mark.parametrize("spec", ["local:braket/braket.local.qubit", "local:qbackends/fused.qubit", "auto", "default.qubit"])
+def test_a_wire_labelled_none_is_refused_at_get_device(spec):
+    # taken, then Braket's device and fused.qubit failed as they rotated a measurement on it: ValueError "Must specify
+    # the wires that PauliZ acts on" (PennyLane reads wires=None as no wires)
+    with pytest.raises(UnsupportedOptionError) as err:
+        get_device(spec, wires=[None])
+    assert err.value.message == (
+        "wires=[None] holds the label None, which PennyLane reads as no wire where an operator is built on it."
+    )
+    assert err.value.fix == "label the wires with numbers or strings, e.g. wires=[0, 'a']."
+
+
+def test_a_qaoa_checkpoint_whose_moments_are_numbers_not_lists_is_refused(tmp_path):
+    qaoa.run(qaoa.Config(**{**QAOA_RUN.__dict__, "iterations": 2}), "default.qubit", checkpoint_dir=tmp_path)
+    path = tmp_path / qaoa.CHECKPOINT_FILE
+    state = json.loads(path.read_text())
+    state["progress"]["optimizer"].update(m=float("nan"), v=float("nan"))  # nan + nan is a number: len() raised TypeError
+    text = json.dumps(state)
+    path.write_text(text)
+    with pytest.raises(CheckpointError) as err:
+        qaoa.run(QAOA_RUN, "default.qubit", checkpoint_dir=tmp_path, resume=True)
+    assert "its optimizer's m moments are nan, not a list" in err.value.message and path.read_text() == text
+
+
+def test_a_profile_extended_past_a_floats_range_predicts_no_end_not_an_overflow():
+    # one size measured, 1024 wires asked: 2.0 ** 1024 raised OverflowError
+    profile = calibration.Profile.from_json({"fingerprint": {}, "seconds": {"pennylane/lightning.gpu": {"0": 1.0}}})
+    assert profile.predict("pennylane/lightning.gpu", 1024) == float("inf")
+    profile = calibration.Profile.from_json({"fingerprint": {}, "seconds": {"a": {"1": 1.0, "2": 2.0}}})
+    assert profile.predict("a", 2**40) == float("inf")

@@ -94,6 +94,9 @@ def _check(path: Path, progress: Progress, config: Config) -> None:
             raise corrupt(
                 path, f"{name} holds {len(values) if isinstance(values, list) else values!r} entries for {n} iterations"
             )
+    for name in ("m", "v"):  # lists before they are added: two numbers add up to a number
+        if not isinstance(getattr(progress.optimizer, name), list):
+            raise corrupt(path, f"its optimizer's {name} moments are {getattr(progress.optimizer, name)!r:.40}, not a list")
     try:
         params = np.asarray(progress.params, dtype=float)
         numbers = np.asarray(progress.costs + progress.seconds, dtype=float)
