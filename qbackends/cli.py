@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -491,7 +492,13 @@ def _ended(args: argparse.Namespace, say: Callable[[], int]) -> int:
     from .launchers import current
 
     launch = current()
-    return say() if launch is None or launch.rank == 0 else EXIT_USAGE
+    if launch is None or launch.rank == 0:
+        return say()
+    # The launcher ends the other ranks once one exits with an error: leave rank 0 time to say this error first.
+    from .fused.distributed import RANK_ZERO_GRACE
+
+    time.sleep(RANK_ZERO_GRACE)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":
