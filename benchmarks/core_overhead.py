@@ -2,7 +2,7 @@
 small 2-qubit value + adjoint gradient. Prints one JSON line of per-round seconds (each round the mean of
 ``--inner`` repeats of each, interleaved), so two trees can be run in turn and compared:
 
-    for i in 1 2 3; do for t in /work/main /work/wt43; do PYTHONPATH=$t python benchmarks/core_overhead.py; done; done
+    for i in 1 2 3; do for t in BEFORE AFTER; do  # two checkouts PYTHONPATH=$t python benchmarks/core_overhead.py; done; done
 """
 
 from __future__ import annotations

@@ -485,7 +485,7 @@ def _ended(args: argparse.Namespace, say: Callable[[], int]) -> int:
     fails too (the others wait a moment for that)."""
     if not getattr(args, "mpi", False):
         return say()
-    from .fused.distributed import end_job, started
+    from .fused.distributed import RANK_ZERO_GRACE, end_job, started
 
     if started():
         end_job(say)
@@ -495,8 +495,6 @@ def _ended(args: argparse.Namespace, say: Callable[[], int]) -> int:
     if launch is None or launch.rank == 0:
         return say()
     # The launcher ends the other ranks once one exits with an error: leave rank 0 time to say this error first.
-    from .fused.distributed import RANK_ZERO_GRACE
-
     time.sleep(RANK_ZERO_GRACE)
     return EXIT_USAGE
 
