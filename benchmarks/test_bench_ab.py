@@ -28,6 +28,9 @@ from conftest import record_seconds
 BASE_PYTHON = os.environ.get("QBACKENDS_AB_PYTHON")
 BASE_PATH = os.environ.get("QBACKENDS_AB_PYTHONPATH")
 ROUNDS = int(os.environ.get("QBACKENDS_AB_ROUNDS", "3"))
+# Both builds run from a folder with no checkout in it: `python -c` puts the working folder first on sys.path,
+# so run from a checkout, the baseline would import this tree.
+NEUTRAL = tempfile.gettempdir()
 
 pytestmark = pytest.mark.skipif(
     not (BASE_PYTHON or BASE_PATH), reason="no baseline: set QBACKENDS_AB_PYTHON and/or QBACKENDS_AB_PYTHONPATH"
@@ -99,7 +102,7 @@ def _environment(base: bool) -> tuple[str, dict]:
 
 def _seconds(base: bool, script: str) -> float:
     python, env = _environment(base)
-    out = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env, timeout=3600)
+    out = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env, timeout=3600, cwd=NEUTRAL)
     if out.returncode:
         raise RuntimeError(f"{'baseline' if base else 'this tree'} failed:\n{out.stderr[-2000:]}")
     return float(out.stdout.strip().splitlines()[-1])
@@ -110,7 +113,7 @@ def _samples_per_second(base: bool, nwires: int) -> float:
     with tempfile.TemporaryDirectory() as results:
         command = [python, "-m", "qbackends.cli", "run", "qnn", "--device", "local:qbackends/batched.qubit"]
         command += ["--nwires", str(nwires), "--epochs", "3", "--quiet", "--results-dir", results]
-        out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600)
+        out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600, cwd=NEUTRAL)
         if out.returncode:
             raise RuntimeError(f"{'baseline' if base else 'this tree'} failed:\n{out.stderr[-2000:]}")
         return json.loads((Path(results) / "qnn-results.json").read_text())["samples_per_second"]

@@ -53,6 +53,20 @@ def test_thread_counts_are_set_and_refused_by_value():
         kernels.set_num_threads(before)
 
 
+@pytest.mark.parametrize(("omp", "expected"), [(None, "cores"), ("3", "3")])
+def test_torch_lowering_its_threads_leaves_the_kernels_theirs(omp, expected):
+    """torch.set_num_threads(1), as a QNN's data-parallel workers call it, sets OpenMP's per-thread count to 1 for
+    the whole process; the kernels still take OMP_NUM_THREADS, else every core this process may use."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"} | ({"OMP_NUM_THREADS": omp} if omp else {})
+    code = (
+        "import os, torch; torch.set_num_threads(1); from qbackends.fused import kernels;"
+        "print(kernels.threads(), len(os.sched_getaffinity(0)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, timeout=300, capture_output=True, text=True, env=env)
+    threads, cores = out.stdout.split()
+    assert threads == (cores if expected == "cores" else expected)
+
+
 @pytest.mark.parametrize("precision", ["c128", "c64"])
 def test_one_thread_and_two_give_the_same_qaoa_gradient(precision):
     """Each thread sums its own tiles: the split changes the order of a sum, nothing more."""

@@ -648,9 +648,14 @@ inline u64 tile_count(const Tiling& t) { return u64(1) << t.nrest; }
 
 }  // namespace
 
+// Not omp_get_max_threads(): that is the calling thread's setting, which torch.set_num_threads(1) (as a QNN's
+// data-parallel workers call it) lowers to 1 for every OpenMP library in the process, kernels included.
 int threads() {
     int n = thread_count.load();
-    return n > 0 ? n : omp_get_max_threads();
+    if (n > 0) return n;
+    const char* given = std::getenv("OMP_NUM_THREADS");  // its first number, as OpenMP reads it
+    n = given ? std::atoi(given) : 0;
+    return n > 0 ? n : omp_get_num_procs();
 }
 
 void set_threads(int n) { thread_count.store(n); }
