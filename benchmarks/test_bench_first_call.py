@@ -1,5 +1,6 @@
 """A new user's first calls, each in a new process: what the compiled kernels cost at first use against the same
-steps warm in that process (issue "Ready at install"). Nothing is cached between processes: there is no cache.
+steps warm in that process (issue "Ready at install"). Nothing is cached between processes: each starts with an
+empty store of auto's decisions.
 
     python -m pytest benchmarks/test_bench_first_call.py --benchmark-only -s
 """
@@ -7,8 +8,10 @@ steps warm in that process (issue "Ready at install"). Nothing is cached between
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from conftest import record_seconds
@@ -77,7 +80,9 @@ print(json.dumps({"first_step_s": times[0], "warm_step_s": statistics.median(tim
 
 
 def _run(script: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=1800)
+    with tempfile.TemporaryDirectory() as decisions:  # a new user's: no decision of auto's stored yet
+        env = {**os.environ, "QBACKENDS_DECISIONS": decisions}
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=1800, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

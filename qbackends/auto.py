@@ -18,11 +18,14 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from . import calibration, probe
+from . import calibration, decisionstore, probe
 from .backend import Backend
 from .calibration import Profile
 from .context import Context
-from .costs import DIAGONAL, Costs, ObservableKeys, Shape, as_run, predict, shape_of, shipped_model, structure_key
+from .decisionstore import DecisionStore
+from .costs import (
+    DIAGONAL, Costs, ObservableKeys, Shape, as_run, predict, shape_of, shipped_model, stable_structure_key, structure_key,
+)  # fmt: skip
 from .devicestring import parse
 from .errors import (
     BackendUnavailableError,
@@ -53,6 +56,11 @@ CONTENDERS = 4.0  # a backend is tried when predicted within this factor of the 
 TRIAL_ROUNDS = 7  # at most: each contender runs this often, interleaved; the first round (allocation, caches) is not counted
 TIMED_ROUNDS = 2  # at least, within the budget or not
 TRIAL_SHARE = 0.05  # more rounds only while the trial stays within this share of the run's expected steps
+TRIAL_ALLOWANCE = 1.0  # seconds of trials a process may spend before any work is seen ...
+WORK_SHARE = 0.1  # ... and beyond that, this share of the work its chosen backends have done
+REVISIT_AFTER = 5  # steps a decision's backend runs before its times are held against what was expected
+REVISIT_FACTOR = 2.0  # ... and more than this many times slower than expected: decided again, once
+FAMILY_CONTENDERS = 1.5  # where the family's trials corrected both predictions: tried only when this close
 
 # ---- the candidates: one predicate (``Backend.auto_eligible``), one ordering ---------------------------------
 
@@ -151,6 +159,45 @@ def log_decision(decision: Decision, backend: Backend, precision: str = "c128") 
     log.info("qbackends: %s", decision.explain())
 
 
+def store(context: Context) -> DecisionStore:
+    """The decisions kept between processes for this machine (``qbackends.decisionstore``), opened once per context."""
+    if context.store is None:
+        dists = tuple(b.distribution for b in context.registry.backends.values())
+        facts = probe.machine_facts(dists)
+        machine = {
+            **calibration.fingerprint(facts),
+            "threads": facts.threads,
+            "versions": {d: probe.distribution_version(d) for d in ("qbackends", "pennylane", "numpy")},
+        }
+        context.store = DecisionStore(decisionstore.folder(), machine)
+    return context.store
+
+
+def trial_budget(context: Context) -> float:
+    """Seconds the next decision may spend trying backends: what is left of ``TRIAL_ALLOWANCE`` plus ``WORK_SHARE``
+    of the work seen so far, at most ``TRIAL_BUDGET_SECONDS``; 0 or less: decide on predictions."""
+    left = TRIAL_ALLOWANCE + WORK_SHARE * context.work_seconds - context.trial_seconds
+    return min(TRIAL_BUDGET_SECONDS, left)
+
+
+def family_key(shape: Shape, tape: Any) -> tuple[Any, ...]:
+    """Circuits whose steps the model mispredicts alike: the same gate kinds, wire count, batch, measurements,
+    gradient and shots, whatever the gates' order, wires and number."""
+    kinds = tuple(sorted({op.name for op in tape.operations}))
+    measured = tuple(sorted((type(m).__name__, getattr(getattr(m, "obs", None), "name", "")) for m in tape.measurements))
+    return kinds, shape.wires, shape.batch, measured, shape.gradient, shape.shots is not None
+
+
+def learn(families: dict[Any, dict[str, float]], family: Any, decision: Decision, corrections: dict[str, float]) -> None:
+    """Keep how far the model was off (measured ÷ predicted) for each backend a trial timed, for ``family``'s next
+    circuits; ``corrections`` are the factors the prediction already carried."""
+    known = families.setdefault(family, {})
+    for key, seconds in decision.measured.items():
+        predicted = decision.predicted.get(key)
+        if predicted and math.isfinite(predicted) and predicted > 0:
+            known[key] = seconds / predicted * corrections.get(key, 1.0)
+
+
 # ---- the decision ----------------------------------------------------------------------------
 
 
@@ -163,6 +210,10 @@ class Decision:
     measured: dict[str, float] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     shape: Shape | None = None
+    source: str = ""  # where it came from when not from this circuit's own trial: "stored ...", "family ..."
+    steps: int = 0  # steps run on it so far, and their device seconds (``revisit``)
+    seconds: float = 0.0
+    revisited: bool = False
 
     def explain(self) -> str:
         def seconds(s: float) -> str:
@@ -185,7 +236,21 @@ class Decision:
             text += "; runners-up: " + ", ".join(others)
         if self.refused:
             text += "; refused by " + ", ".join(f"{k} ({why})" for k, why in self.refused.items())
+        if self.source:
+            text += f"; {self.source}"
         return text
+
+    def expected(self) -> float | None:
+        """The step this decision expects of its backend: measured in the trial, else predicted."""
+        return self.measured.get(self.backend, self.predicted.get(self.backend))
+
+    def off(self) -> bool:
+        """Whether the backend's real steps, after ``REVISIT_AFTER`` of them, took over ``REVISIT_FACTOR`` times
+        what the decision expected: revisited once (``revisited``)."""
+        expected = self.expected()
+        if self.revisited or self.steps < REVISIT_AFTER or not expected:
+            return False
+        return self.seconds / self.steps > REVISIT_FACTOR * expected
 
 
 def excluded(environ: dict[str, str] | None = None, also: Iterable[str] = ()) -> set[str]:
@@ -222,6 +287,8 @@ def decide(
     accepts: Callable[[str], None] | None = None,
     precision: str = "c128",
     runs: dict[str, Shape] | None = None,
+    budget: float = TRIAL_BUDGET_SECONDS,
+    corrections: dict[str, float] | None = None,
 ) -> Decision:
     """The fastest candidate for ``shape``.
 
@@ -239,21 +306,30 @@ def decide(
             taken without a trial is checked with it first, and the next best taken if it refuses.
         precision: the amplitudes asked for.
         runs: backend key -> ``shape`` as that backend runs it (``as_run``), where its preprocessing was seen.
+        budget: seconds the trial may spend (``trial_budget``); 0 or less: no trial.
+        corrections: backend key -> measured ÷ predicted on earlier circuits of this family (``learn``): the
+            prediction is scaled by it, and two corrected predictions are tried only within ``FAMILY_CONTENDERS``.
     """
+    corrections = corrections or {}
     predicted = {}
     for backend in candidates:
         costs = model.get(backend.key)
         seen = (runs or {}).get(backend.key, shape)
-        predicted[backend.key] = predict(costs, seen, gradient_methods.get(backend.key)) if costs else math.inf
+        predicted[backend.key] = predict(costs, seen, gradient_methods.get(backend.key)) * corrections.get(backend.key, 1.0) if costs else math.inf
     order = sorted((b.key for b in candidates), key=lambda k: predicted[k])  # stable: preference breaks ties
     decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape)
     best = predicted[order[0]]
+
+    def close(key: str) -> bool:
+        factor = FAMILY_CONTENDERS if key in corrections and order[0] in corrections else CONTENDERS
+        return predicted[key] <= factor * best
+
     # Close contenders are tried; so is a backend the model has not measured (a plugin's, a GPU), when trying is cheap.
-    cheap = best * (TIMED_ROUNDS + 1) * 2 < TRIAL_BUDGET_SECONDS
-    contenders = [k for k in order if predicted[k] <= CONTENDERS * best or (not math.isfinite(predicted[k]) and cheap)]
-    if measure is None or len(contenders) < 2:
+    cheap = best * (TIMED_ROUNDS + 1) * 2 < min(budget, TRIAL_BUDGET_SECONDS)
+    contenders = [k for k in order if close(k) or (not math.isfinite(predicted[k]) and cheap)]
+    if measure is None or len(contenders) < 2 or budget <= 0:
         return _first_accepted(decision, order, accepts)
-    return _tried(decision, order, contenders, measure, accepts, steps)
+    return _tried(decision, order, contenders, measure, accepts, steps, min(budget, TRIAL_BUDGET_SECONDS))
 
 
 def _tried(
@@ -263,23 +339,24 @@ def _tried(
     measure: Callable[[str], float],
     accepts: Callable[[str], None] | None,
     steps: int = 100,
+    limit: float = TRIAL_BUDGET_SECONDS,
 ) -> Decision:
     """The contenders run in turn: a first round that warms up (and drops the refusing), a timed round after which
     the clearly slower leave (over ``CONTENDERS`` x the fastest), then more while the budget lasts; the lowest
     median is taken (not the lowest time: a backend whose times scatter, as lightning.kokkos' do on a busy
     machine, is not taken for its one lucky round). More rounds than ``TIMED_ROUNDS`` run while the trial stays
-    within ``TRIAL_BUDGET_SECONDS`` and ``TRIAL_SHARE`` of the run's expected ``steps``. Past
-    ``TRIAL_BUDGET_SECONDS``, a round stops after its first contender: warm-ups go in order of prediction, timed rounds quickest first (a slow
+    within ``limit`` (at most ``TRIAL_BUDGET_SECONDS``) and ``TRIAL_SHARE`` of the run's expected ``steps``. Past
+    ``limit``, a round stops after its first contender: warm-ups go in order of prediction, timed rounds quickest first (a slow
     backend the model mispredicted costs its warm-up, not the whole trial again)."""
     timed: dict[str, list[float]] = {}
     last: dict[str, float] = {}  # each contender's latest time: a round runs the quickest first
-    spent, budget = 0.0, TRIAL_BUDGET_SECONDS
+    spent, budget = 0.0, limit
     for round_ in range(TRIAL_ROUNDS):
         if round_ > 1 and len(timed) < 2 or round_ > TIMED_ROUNDS and spent > budget:
             break
         keys = [k for k in contenders if k not in decision.refused] if round_ == 0 else sorted(timed, key=last.__getitem__)
         for i, key in enumerate(keys):
-            if i > 0 and spent > TRIAL_BUDGET_SECONDS:
+            if i > 0 and spent > limit:
                 break  # over budget: the rest of this round (the slowest so far) is left out
             try:
                 seconds = measure(key)
@@ -298,7 +375,7 @@ def _tried(
         if round_ == 1 and timed:  # the clearly slower leave after the first timed round
             fastest = min(min(v) for v in timed.values() if v)
             timed = {k: v for k, v in timed.items() if v and min(v) <= CONTENDERS * fastest}
-            budget = min(TRIAL_BUDGET_SECONDS, TRIAL_SHARE * max(steps, 1) * fastest)
+            budget = min(limit, TRIAL_SHARE * max(steps, 1) * fastest)
     if not timed:  # every contender refused: the best prediction among the rest that accepts the circuit
         return _first_accepted(decision, [k for k in order if k not in decision.refused], accepts)
     decision.measured = {k: statistics.median(v) for k, v in timed.items() if v}
@@ -344,6 +421,6 @@ def raise_refused(decision: Decision) -> None:
 
 __all__ = [
     "DIAGONAL", "Costs", "Decision", "ObservableKeys", "Shape", "as_run", "backprop_factor", "decide", "excluded",
-    "gradient_methods", "model", "predict", "ranked", "shape_of", "shipped_model", "structure_key", "weighed",
+    "gradient_methods", "model", "predict", "ranked", "shape_of", "shipped_model", "stable_structure_key", "structure_key", "weighed",
     "without_circuit",
 ]  # fmt: skip

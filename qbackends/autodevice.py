@@ -11,6 +11,7 @@ Braket's example scripts open the device string a job is given.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
@@ -22,8 +23,9 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.transforms import convert_to_numpy_parameters
 from pennylane.transforms.core import BoundTransform
 
-from . import auto
+from . import auto, decisionstore
 from .context import get_context
+from .decisionstore import plain
 from .decompositions import user_rules
 from .deviceoptions import GLOBAL_SEED_BOUND, accepts_option
 from .devicestring import AUTO, DeviceSpec
@@ -33,6 +35,8 @@ from .request import Request, parse_request, wire_count
 from .screening import auto_candidates, machine, screen
 from .shiftrules import no_shift_rule, numerical, refusal
 from .simbase.measured import check_sampled, sampled_pauli_terms
+
+log = logging.getLogger("qbackends")
 
 CHOICE = "qbackends.auto"  # the execution config's device option that carries the chosen backend's key
 UNTAGGED_KEPT = 16  # configs set up lately, kept with their backend's own config (without CHOICE)
@@ -131,22 +135,25 @@ class AutoQubit(Device):
             "ignore_memory": request.ignore_memory,
             **options,
         }
+        setup = (
+            [b.key for b in self._candidates],
+            list(self.wires.labels) if self.wires is not None else None,
+            {k: v for k, v in self._build.items()},
+            expected_steps,
+        )
         self._decisions = self._context.decisions.setdefault(
-            (
-                tuple(b.key for b in self._candidates),
-                tuple(self.wires) if self.wires is not None else None,
-                _frozen(self._build),
-                expected_steps,
-            ),
+            (tuple(setup[0]), tuple(self.wires) if self.wires is not None else None, _frozen(self._build), expected_steps),
             {},
         )
+        self._setup = setup if plain(setup) else None  # what a stored decision's key says of this setup
         self.expected_steps = expected_steps
         self.decisions: list[auto.Decision] = []
         self.last_choice: str | None = None
         self.last_backend: Any = None
         self._last: tuple[Any, Any, auto.Decision] | None = None  # the tape asked about last, and its decision
         self._observables = auto.ObservableKeys()
-        self._untagged: dict[int, tuple[ExecutionConfig, ExecutionConfig]] = {}  # id(tagged) -> (tagged, backend's)
+        self._untagged: dict[int, tuple[ExecutionConfig, ExecutionConfig, auto.Decision | None]] = {}
+        # id(tagged) -> (tagged, the backend's own, the decision its circuit was set up by)
 
     # ---- the tracker reaches the backends ------------------------------------------------------
 
@@ -199,25 +206,16 @@ class AutoQubit(Device):
         trainable = list(circuit.trainable_params)  # as the interface marked them
         key = auto.structure_key(circuit, trainable, config.gradient_method, self._observables)
         decision = self._decisions.get(key)
-        if decision is None:
-            check_sampled(circuit, self.name)  # no backend samples it: one line, not one per candidate
-            tape = _as_numpy(circuit, trainable)
-            shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, trainable)
-            methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
-            if not methods:
-                auto.raise_refused(auto.Decision("", refused=refused))
-            runs, refusing = self._runs(config, circuit, shape, [b.key for b in self._candidates if b.key in methods])
-            refused.update(refusing)
-            candidates = [b for b in self._candidates if b.key in runs]
-            if not candidates:
-                auto.raise_refused(auto.Decision("", refused=refused))
-            measure = None if tape is None else self._trial(config, circuit, tape)
-            precision = self._build["precision"]
-            model = auto.model(self._context)  # (every candidate's preprocessing took the circuit: nothing to accept)
-            decision = auto.decide(shape, methods, candidates, model, measure, self.expected_steps, None, precision, runs)
-            decision.refused = {**refused, **decision.refused}
-            self._decisions[key] = decision
-            auto.log_decision(decision, self._registry.backends[decision.backend], precision)
+        if decision is not None and decision.off():  # its backend runs over twice slower than expected: once more
+            log.info(
+                "qbackends: auto: %s took %.3g ms a step, %.3g ms expected; deciding again.",
+                decision.backend, decision.seconds / decision.steps * 1e3, decision.expected() * 1e3,
+            )
+            decision.revisited = True
+            self._decisions.pop(key)
+            decision = self._new_decision(config, circuit, trainable, key, revisit=True)
+        elif decision is None:
+            decision = self._new_decision(config, circuit, trainable, key)
         self.last_backend = self._registry.backends[decision.backend]
         self.last_choice = self.last_backend.device_string
         self._last = (circuit, config.gradient_method, decision)
@@ -225,12 +223,81 @@ class AutoQubit(Device):
             self.decisions.append(decision)
         return decision
 
+    def _new_decision(self, config: ExecutionConfig, circuit: Any, trainable: list[int], key: Any, revisit: bool = False) -> auto.Decision:
+        """Decide for a circuit structure not seen on this setup: from the store, else from the model and a trial
+        (within ``auto.trial_budget``), the circuit's family correcting the model; kept here and in the store."""
+        check_sampled(circuit, self.name)  # no backend samples it: one line, not one per candidate
+        stable = None if self._setup is None else auto.stable_structure_key(circuit, trainable, config.gradient_method)
+        stored_key = None if stable is None else decisionstore.digest(self._setup, stable)
+        store = auto.store(self._context)
+        if stored_key is not None and not revisit:
+            stored = store.get(stored_key)
+            if stored is not None and stored.backend in self._choices:
+                try:
+                    shape = auto.Shape(**stored.shape)
+                except TypeError:
+                    shape = None
+                decision = auto.Decision(
+                    stored.backend, stored.predicted, stored.measured, stored.refused, shape,
+                    source=f"the decision stored {stored.stored}, no trial (qbackends probe auto lists them)",
+                )
+                self._keep(key, decision, circuit, trainable, config)
+                auto.log_decision(decision, self._registry.backends[decision.backend])
+                return decision
+        tape = _as_numpy(circuit, trainable)
+        shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, trainable)
+        methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
+        if not methods:
+            auto.raise_refused(auto.Decision("", refused=refused))
+        runs, resolved, refusing = self._runs(config, circuit, shape, [b.key for b in self._candidates if b.key in methods])
+        methods.update(resolved)  # "best" as each backend resolves it for this circuit
+        refused.update(refusing)
+        candidates = [b for b in self._candidates if b.key in runs]
+        if not candidates:
+            auto.raise_refused(auto.Decision("", refused=refused))
+        measure = None if tape is None else self._trial(config, circuit, tape)
+        precision = self._build["precision"]
+        model = auto.model(self._context)  # (every candidate's preprocessing took the circuit: nothing to accept)
+        family = auto.family_key(shape, circuit)
+        corrections = dict(self._context.families.get(family, {}))
+        budget = auto.trial_budget(self._context)
+        if revisit:
+            budget = max(budget, auto.TRIAL_BUDGET_SECONDS)
+        start = time.perf_counter()
+        decision = auto.decide(
+            shape, methods, candidates, model, measure, self.expected_steps, None, precision, runs, budget, corrections
+        )
+        if decision.measured:
+            self._context.trial_seconds += time.perf_counter() - start
+            auto.learn(self._context.families, family, decision, corrections)
+        elif measure is not None and corrections:
+            decision.source = "as the family's earlier trials corrected the model"
+        decision.refused = {**refused, **decision.refused}
+        decision.revisited = revisit
+        self._keep(key, decision, circuit, trainable, config)
+        if stored_key is not None:
+            store.put(stored_key, decision.backend, decision.predicted, decision.measured, decision.refused, shape,
+                      shape.describe())
+        auto.log_decision(decision, self._registry.backends[decision.backend], precision)
+        return decision
+
+    def _keep(self, key: Any, decision: auto.Decision, circuit: Any, trainable: list[int], config: ExecutionConfig) -> None:
+        """Keep ``decision`` for its structure; under "best", also for the gradient transform PennyLane runs where the
+        chosen backend has no gradient of its own for the circuit (PennyLane asks again with that transform)."""
+        self._decisions[key] = decision
+        if config.gradient_method == "best":
+            device = self._device(decision.backend)
+            if not device.supports_derivatives(config, circuit):
+                shifted = _TRANSFORMS["best"]()
+                self._decisions[auto.structure_key(circuit, trainable, shifted, self._observables)] = decision
+
     def _runs(
         self, config: ExecutionConfig, circuit: Any, shape: auto.Shape, keys: list[str]
-    ) -> tuple[dict[str, auto.Shape], dict[str, str]]:
+    ) -> tuple[dict[str, auto.Shape], dict[str, str | None], dict[str, str]]:
         """Each backend's view of the circuit, from its own preprocessing (``auto.as_run``: its operations, the
-        executions it makes of it); and the backends whose preprocessing refuses the circuit, with why."""
-        runs, refused = {}, {}
+        executions it makes of it); the gradient method it resolves the one asked for to (its own, or the
+        transform PennyLane runs instead); and the backends whose preprocessing refuses the circuit, with why."""
+        runs, methods, refused = {}, {}, {}
         for key in keys:
             try:
                 device, resolved = self._prepared(key, config, circuit)
@@ -241,7 +308,9 @@ class AutoQubit(Device):
                 refused[key] = auto.reason(exc)
                 continue
             runs[key] = auto.as_run(shape, tapes)
-        return runs, refused
+            method = resolved.gradient_method
+            methods[key] = method if isinstance(method, str) or method is None else getattr(method, "__name__", "transform")
+        return runs, methods, refused
 
     def _trial(self, config: ExecutionConfig, circuit: Any, tape: Any) -> Callable[[str], float]:
         """``measure(key)``: seconds of one step of ``circuit`` (as ``tape``, in NumPy) on that backend,
@@ -298,11 +367,18 @@ class AutoQubit(Device):
         config = config or ExecutionConfig()
         chosen = (config.device_options or {}).get(CHOICE)
         plain = self._plain(config)
-        if chosen is None:
-            chosen = self._candidates[0].key if circuit is None else self._decide(plain, circuit).backend
+        decision = None
+        if chosen is not None and self._last is not None and self._last[0] is circuit:
+            decision = self._last[2]  # PennyLane sets a copy of the config up again for the same circuit
+        if chosen is None and circuit is not None:
+            decision = self._decide(plain, circuit)
+            decision.steps += 1
+            chosen = decision.backend
+        elif chosen is None:
+            chosen = self._candidates[0].key
         resolved = self._device(chosen).setup_execution_config(plain, circuit)
         tagged = dataclasses.replace(resolved, device_options={**(resolved.device_options or {}), CHOICE: chosen})
-        self._untagged[id(tagged)] = (tagged, resolved)
+        self._untagged[id(tagged)] = (tagged, resolved, decision)
         while len(self._untagged) > UNTAGGED_KEPT:
             del self._untagged[next(iter(self._untagged))]
         return tagged
@@ -340,26 +416,39 @@ class AutoQubit(Device):
             return self._chosen(execution_config).supports_jvp(self._plain(execution_config), circuit)
         return False
 
+    def _run(self, method: str, config: ExecutionConfig | None, *args: Any) -> Any:
+        """The chosen backend's ``method``, timed: the work it does for the user (``auto.trial_budget``) and the
+        steps of its decision (``Decision.off``)."""
+        known = self._untagged.get(id(config))
+        start = time.perf_counter()
+        try:
+            return getattr(self._chosen(config), method)(*args, self._plain(config))
+        finally:
+            seconds = time.perf_counter() - start
+            self._context.work_seconds += seconds
+            if known is not None and known[0] is config and known[2] is not None:
+                known[2].seconds += seconds
+
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute(circuits, self._plain(execution_config))
+        return self._run("execute", execution_config, circuits)
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).compute_derivatives(circuits, self._plain(execution_config))
+        return self._run("compute_derivatives", execution_config, circuits)
 
     def execute_and_compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute_and_compute_derivatives(circuits, self._plain(execution_config))
+        return self._run("execute_and_compute_derivatives", execution_config, circuits)
 
     def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).compute_vjp(circuits, cotangents, self._plain(execution_config))
+        return self._run("compute_vjp", execution_config, circuits, cotangents)
 
     def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute_and_compute_vjp(circuits, cotangents, self._plain(execution_config))
+        return self._run("execute_and_compute_vjp", execution_config, circuits, cotangents)
 
     def compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).compute_jvp(circuits, tangents, self._plain(execution_config))
+        return self._run("compute_jvp", execution_config, circuits, tangents)
 
     def execute_and_compute_jvp(self, circuits: Any, tangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._chosen(execution_config).execute_and_compute_jvp(circuits, tangents, self._plain(execution_config))
+        return self._run("execute_and_compute_jvp", execution_config, circuits, tangents)
 
 
 def running_name(device: Any) -> str:

@@ -83,6 +83,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
                 "pass a device string, e.g. qbackends probe local:qbackends/fused.qubit --mpi.",
             )
         return _probe_auto(args, registry)
+    if args.clear:
+        raise UnsupportedOptionError(
+            f"--clear removes auto's stored decisions, and {args.spec} is not auto.",
+            "run qbackends probe auto --clear.",
+        )
     backend = registry.lookup(spec)
     caps = capabilities.evaluate(backend, facts, args.precision, args.diff_method)
     need = capabilities.working_set_bytes(backend, args.wires, args.precision, args.diff_method) if args.wires else None
@@ -162,11 +167,19 @@ def _launch_rank() -> int:
 
 
 def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
-    """How ``auto`` decides, and the backends it weighs here with their measured costs."""
-    from . import auto
+    """How ``auto`` decides, the backends it weighs here with their measured costs, and its stored decisions
+    (``--clear``: removed)."""
+    from . import auto, decisionstore
     from .context import get_context
     from .screening import auto_candidates
 
+    root = decisionstore.folder()
+    if args.clear:
+        removed = decisionstore.clear(root)
+        print(f"removed {removed} stored decision{'s' if removed != 1 else ''} from {root}" if root else
+              f"no decisions are stored ({decisionstore.DECISIONS_ENV}=off)")
+        return 0
+    stored = decisionstore.entries(root)
     context = get_context()
     weighed = [c.backend for c in auto_candidates(context, args.wires, args.precision, args.diff_method)]
     model = auto.model(context)
@@ -182,13 +195,26 @@ def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
                 "gradient_factor": round(costs.gradient, 2) if costs else None,
             }
         )
+    decisions = [
+        {"backend": d.backend, "circuit": d.describe, "measured_ms": round(d.measured[d.backend] * 1e3, 4)
+         if d.backend in d.measured else None, "stored": d.stored, "file": str(path)}
+        for path, d in stored if d is not None
+    ]
+    where = str(root) if root else f"nowhere ({decisionstore.DECISIONS_ENV}=off)"
     if args.json:
-        print(json.dumps({"rules": auto.RULES, "wires": args.wires, "candidates": rows}, indent=2))
+        print(json.dumps({"rules": auto.RULES, "wires": args.wires, "candidates": rows,
+                          "stored_decisions": {"folder": where, "decisions": decisions}}, indent=2))
         return 0
     print(auto.RULES)
     header = ("weighed here", "execution ms", "ns/gate/amp", "ns/diagonal/amp", "gradient x")
     print()
     print(_table([[r[k] if r[k] is not None else "not measured" for k in r] for r in rows], header))
+    print()
+    print(f"{len(decisions)} stored decision{'s' if len(decisions) != 1 else ''} in {where} "
+          "(a second run of a script reuses them; qbackends probe auto --clear removes them)")
+    if decisions:
+        print(_table([[d["backend"], d["circuit"], d["measured_ms"] if d["measured_ms"] is not None else "predicted",
+                       d["stored"]] for d in decisions], ("took", "for", "measured ms", "stored")))
     return 0
 
 
@@ -338,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--diff-method", default="adjoint", help="differentiation method planned, for the memory guard")
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.add_argument("--mpi", action="store_true", help="also the MPI library, the ranks and each rank's memory (qbackends[mpi])")
+    p.add_argument("--clear", action="store_true", help="with SPEC auto: remove auto's stored decisions")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("plugins", help="loaded and failed plugins")

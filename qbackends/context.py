@@ -26,6 +26,11 @@ class Context:
             points took 90% of building a device).
         decisions: ``auto``'s decisions (with their trials' times), per auto device setup, then per circuit structure.
         model: ``auto``'s cost model (backend key -> ``Costs``), read once; None until then.
+        store: ``auto``'s decisions kept between processes (``decisionstore.DecisionStore``); None until first used.
+        families: circuit family (``auto.family_key``) -> backend key -> measured ÷ predicted step, from trials:
+            how far the model is off for circuits like these, applied to the family's next circuits.
+        trial_seconds: what ``auto``'s trials have cost in this process.
+        work_seconds: what the backends ``auto`` took have run for the user in this process (their device calls).
     """
 
     registry: Registry
@@ -33,6 +38,10 @@ class Context:
     device_classes: dict[str, Any] = field(default_factory=dict)
     decisions: dict[Any, dict[Any, Any]] = field(default_factory=dict)
     model: dict[str, Any] | None = None
+    store: Any = None
+    families: dict[Any, dict[str, float]] = field(default_factory=dict)
+    trial_seconds: float = 0.0
+    work_seconds: float = 0.0
 
 
 _current: list[Context] = []  # one slot: the context of the registry get_registry() returns

@@ -16,6 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from .decisionstore import plain
+
 # Gates that only multiply amplitudes by phases: fused.qubit merges runs of them into one pass.
 DIAGONAL = frozenset(
     {
@@ -128,6 +130,46 @@ def structure_key(tape: Any, trainable: Sequence[int], gradient: Any, observable
     ops = tuple((op.name, op.wires.labels, tuple(getattr(d, "shape", ()) for d in op.data)) for op in tape.operations)
     measurements = tuple((type(m).__name__, m.wires.labels, observables.key(m.obs)) for m in tape.measurements)
     return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient)
+
+
+def stable_structure_key(tape: Any, trainable: Sequence[int], gradient: Any) -> tuple[Any, ...] | None:
+    """``structure_key`` in values that mean the same in every process (a stored decision's key): observables by
+    name, wires and a digest of their data; None where a part has no such form (a wire label that is an object,
+    a gradient function without a stable name). Computed once per new circuit structure."""
+    name = gradient if isinstance(gradient, str) or gradient is None else str(gradient)
+    if name is not None and " at 0x" in name:
+        return None
+    ops = [(op.name, list(op.wires.labels), [list(getattr(d, "shape", ())) for d in op.data]) for op in tape.operations]
+    measurements = [(type(m).__name__, list(m.wires.labels), _stable_observable(m.obs)) for m in tape.measurements]
+    key = (ops, measurements, tape.shots.total_shots, list(trainable), name)
+    return key if plain(key) else None
+
+
+def _stable_observable(obs: Any) -> Any:
+    if obs is None:
+        return None
+    operands = getattr(obs, "operands", None)
+    if isinstance(operands, (list, tuple)):  # a sum or product of terms
+        return [obs.name, [_stable_observable(o) for o in operands]]
+    base = getattr(obs, "base", None)
+    if base is not None and hasattr(obs, "scalar"):  # a scalar times an observable
+        return [obs.name, _data_digest([obs.scalar]), _stable_observable(base)]
+    return [obs.name, list(obs.wires.labels), _data_digest(obs.data)]
+
+
+def _data_digest(data: Sequence[Any]) -> str:
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for d in data:
+        if hasattr(d, "toarray"):  # a sparse matrix: where its values are, then the values
+            d = d.tocsr()
+            digest.update(np.asarray(d.indptr, dtype=np.int64).tobytes() + np.asarray(d.indices, dtype=np.int64).tobytes())
+            d = d.data
+        digest.update(np.ascontiguousarray(np.asarray(d, dtype=complex)).tobytes())
+    return digest.hexdigest()[:16]
 
 
 class ObservableKeys:

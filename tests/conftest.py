@@ -24,10 +24,12 @@ def builtin(simulator: str):
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch, tmp_path_factory):
-    """Every test starts from a freshly built registry, no device-selection environment and no calibration profile."""
+    """Every test starts from a freshly built registry, no device-selection environment, no calibration profile and
+    no stored auto decisions."""
     for var in ("AMZN_BRAKET_DEVICE_ARN", "QBACKENDS_DEVICE", "QBACKENDS_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path_factory.mktemp("profile") / "none.json"))
+    monkeypatch.setenv("QBACKENDS_DECISIONS", str(tmp_path_factory.mktemp("decisions") / "decisions"))
     registry.reset_registry()
     yield
     registry.reset_registry()
