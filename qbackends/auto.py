@@ -40,10 +40,12 @@ log = logging.getLogger("qbackends")
 
 EXCLUDE_ENV = "QBACKENDS_AUTO_EXCLUDE"
 RULES = (
-    "auto decides per circuit structure, once per process: it reads the circuit (wires, broadcast batch, gates and how "
+    "auto decides per circuit structure, once per machine (decisions are stored: qbackends probe auto lists them, "
+    "--clear removes them): it reads the circuit (wires, broadcast batch, gates and how "
     "many are diagonal, measured terms, trainable parameters, shots, the gradient asked for), predicts each backend's "
     "step from the cost model below (measured on the 2-core reference machine: python -m qbackends.costmodel), tries "
-    "the backends predicted within 4x of the best on the circuit itself when that costs under about 3 s (with finite "
+    "the backends predicted within 4x of the best on the circuit itself when that costs under about 3 s, all trials "
+    "within 1 s plus 10% of the work done (with finite "
     "shots on instances seeded apart, so the samples a seeded program gets are untouched; never a backend with a "
     "one-time cost still to pay), and takes the fastest measured, else the best "
     "predicted that accepts the circuit. A backend that refuses the circuit is passed over. QBACKENDS_AUTO_EXCLUDE "

@@ -233,9 +233,10 @@ class AutoQubit(Device):
         if stored_key is not None and not revisit:
             stored = store.get(stored_key)
             if stored is not None and stored.backend in self._choices:
-                try:
+                try:  # the circuit in words again, from a file that may have been edited
                     shape = auto.Shape(**stored.shape)
-                except TypeError:
+                    shape.describe()
+                except Exception:  # noqa: BLE001 - a stored shape that does not make one is left out of the log line
                     shape = None
                 decision = auto.Decision(
                     stored.backend, stored.predicted, stored.measured, stored.refused, shape,

@@ -140,7 +140,10 @@ def stable_structure_key(tape: Any, trainable: Sequence[int], gradient: Any) -> 
     if name is not None and " at 0x" in name:
         return None
     ops = [(op.name, list(op.wires.labels), [list(getattr(d, "shape", ())) for d in op.data]) for op in tape.operations]
-    measurements = [(type(m).__name__, list(m.wires.labels), _stable_observable(m.obs)) for m in tape.measurements]
+    try:
+        measurements = [(type(m).__name__, list(m.wires.labels), _stable_observable(m.obs)) for m in tape.measurements]
+    except Exception:  # noqa: BLE001 - data that cannot be read as numbers here (a traced value under jit): not stored
+        return None
     key = (ops, measurements, tape.shots.total_shots, list(trainable), name)
     return key if plain(key) else None
 
@@ -161,6 +164,7 @@ def _data_digest(data: Sequence[Any]) -> str:
     import hashlib
 
     import numpy as np
+    import pennylane as qml  # a tape is read here: PennyLane is loaded already
 
     digest = hashlib.sha256()
     for d in data:
@@ -168,7 +172,7 @@ def _data_digest(data: Sequence[Any]) -> str:
             d = d.tocsr()
             digest.update(np.asarray(d.indptr, dtype=np.int64).tobytes() + np.asarray(d.indices, dtype=np.int64).tobytes())
             d = d.data
-        digest.update(np.ascontiguousarray(np.asarray(d, dtype=complex)).tobytes())
+        digest.update(np.ascontiguousarray(np.asarray(qml.math.unwrap(d), dtype=complex)).tobytes())
     return digest.hexdigest()[:16]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import stat
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ DECISIONS_ENV = "QBACKENDS_DECISIONS"
 OFF = ("off", "0", "none", "no")
 SCHEMA = 1
 SUFFIX = ".decision.json"
+KEPT = 2000  # decisions kept at most; past it the oldest quarter goes
 
 
 def folder(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -132,16 +134,17 @@ class DecisionStore:
                 data = json.loads(fh.read(1 << 20))
             if data.get("schema") != SCHEMA:
                 return None
-            return Stored(
-                backend=str(data["backend"]),
-                predicted={str(k): float(v) for k, v in data["predicted"].items()},
-                measured={str(k): float(v) for k, v in data["measured"].items()},
-                refused={str(k): str(v) for k, v in data["refused"].items()},
+            stored = Stored(
+                backend=_text(data["backend"]),
+                predicted={_text(k): _seconds(v) for k, v in data["predicted"].items()},
+                measured={_text(k): _seconds(v) for k, v in data["measured"].items()},
+                refused={_text(k): _text(v) for k, v in data["refused"].items()},
                 shape=dict(data["shape"]),
-                stored=str(data["stored"]),
-                describe=str(data.get("describe", "")),
+                stored=_text(data["stored"]),
+                describe=_text(data.get("describe", "")),
             )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return stored
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None  # a damaged file is decided again, then written over
 
     def put(self, key: str, backend: str, predicted: Mapping[str, float], measured: Mapping[str, float],
@@ -165,10 +168,33 @@ class DecisionStore:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             if why_untrusted(self.root) is None:
                 atomic_write(self.path(key), lambda fh: fh.write(payload))
+                _prune(self.root)
         except Exception as exc:  # noqa: BLE001 - storing is a saving, never a reason for the user's circuit to fail
             if not self._warned:
                 self._warned = True
                 log.warning("qbackends: auto's decision was not stored (%s); it holds in this process only.", exc)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not text")
+    return value
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError("not a number of seconds")
+    return float(value)
+
+
+def _prune(root: Path) -> None:
+    """Past ``KEPT`` files, the least recently written go (a loop whose circuits never repeat writes one each)."""
+    paths = list(root.glob(f"*{SUFFIX}"))
+    if len(paths) <= KEPT:
+        return
+    paths.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0.0)
+    for path in paths[: len(paths) - KEPT * 3 // 4]:
+        path.unlink(missing_ok=True)
 
 
 def entries(root: Path | None) -> list[tuple[Path, Stored | None]]:

@@ -271,3 +271,15 @@ def test_best_where_no_backend_has_a_gradient_of_its_own_is_decided_once():
     grad = qml.grad(cost)(x)
     np.testing.assert_allclose(grad, [0.0, -np.sin(0.5)], atol=1e-10)
     assert len({d.backend for d in dev.decisions}) == 1
+
+
+def test_the_store_keeps_at_most_its_limit_the_newest(tmp_path, monkeypatch):
+    from qbackends import decisionstore
+
+    monkeypatch.setattr(decisionstore, "KEPT", 8)
+    store = decisionstore.DecisionStore(tmp_path / "decisions", {"machine": "test"})
+    for i in range(9):
+        store.put(f"k{i}", "pennylane/lightning.qubit", {}, {}, {}, None, "")
+        os.utime(store.path(f"k{i}"), (1000 + i, 1000 + i))
+    kept = sorted(p.name.split("-")[1].split(".")[0] for p in (tmp_path / "decisions").glob("*.decision.json"))
+    assert kept == ["k3", "k4", "k5", "k6", "k7", "k8"]

@@ -93,6 +93,7 @@ COMMANDS = {
         "--diff-method": methods,
         "--json": None,
         "--mpi": None,
+        "--clear": None,
     },
     ("plugins",): {"--json": None, "-v": None, "--verbose": None},
     ("bench", "report"): {

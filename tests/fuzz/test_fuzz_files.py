@@ -13,7 +13,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from qbackends import benchreport, calibration
+from qbackends import benchreport, calibration, decisionstore
 from qbackends.builtin import BACKENDS
 from qbackends.errors import WorkloadInputError
 from qbackends.hybridjob import config_from_hyperparameters, read_hyperparameters
@@ -324,3 +324,35 @@ def test_a_device_that_never_ends_is_read_no_further_than_the_limit():
     with pytest.raises(WorkloadInputError) as err:
         read_text("/dev/zero", "Data file", "pass a CSV file.", 1024)
     assert str(err.value) == "Data file '/dev/zero' is over 1024 bytes. Fix: pass a CSV file."
+
+
+@budget(80)
+@given(
+    mostly(
+        st.fixed_dictionaries(
+            {
+                "schema": st.just(decisionstore.SCHEMA) | json_values,
+                "backend": st.sampled_from([b.key for b in BACKENDS]) | json_values,
+                "predicted": st.dictionaries(st.sampled_from([b.key for b in BACKENDS]), st.floats() | json_values, max_size=3)
+                | json_values,
+                "measured": st.dictionaries(st.text(max_size=8), st.floats(), max_size=2) | json_values,
+                "refused": st.dictionaries(st.text(max_size=8), st.text(max_size=8) | json_values, max_size=2),
+                "shape": st.dictionaries(st.sampled_from(["wires", "gates", "x"]), st.integers(0, 30) | json_values) | json_values,
+                "stored": st.just("2026-12-03T17:00:00+00:00") | json_values,
+            }
+        ),
+        json_values,
+        8,
+    ),
+    st.binary(max_size=8),
+)
+def test_a_stored_decision_is_read_as_numbers_or_ignored_never_a_crash(data, tail):
+    store = decisionstore.DecisionStore(Path(_FOLDER.name) / "decisions", {"machine": "fuzz"})
+    path = store.path("key")
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.write_bytes(json.dumps(data).encode() + tail)
+    stored = store.get("key")
+    event("read" if stored is not None else "ignored")
+    if stored is not None:
+        assert isinstance(stored.backend, str)
+        assert all(math.isfinite(v) and v >= 0 for v in [*stored.predicted.values(), *stored.measured.values()])
