@@ -62,6 +62,7 @@ TRIAL_ALLOWANCE = 1.0  # seconds of trials a process may spend before any work i
 WORK_SHARE = 0.1  # ... and beyond that, this share of the work its chosen backends have done
 REVISIT_AFTER = 5  # steps a decision's backend runs before its times are held against what was expected
 REVISIT_FACTOR = 2.0  # ... and more than this many times slower than expected: decided again, once
+FAMILY_REACH = 2.0  # a family's decision is taken for its circuits within this factor of its gate count, untried
 FAMILY_CONTENDERS = 1.5  # where the family's trials corrected both predictions: tried only when this close
 
 # ---- the candidates: one predicate (``Backend.auto_eligible``), one ordering ---------------------------------
@@ -182,12 +183,20 @@ def trial_budget(context: Context) -> float:
     return min(TRIAL_BUDGET_SECONDS, left)
 
 
-def family_key(shape: Shape, tape: Any) -> tuple[Any, ...]:
-    """Circuits whose steps the model mispredicts alike: the same gate kinds, wire count, batch, measurements,
-    gradient and shots, whatever the gates' order, wires and number."""
+def family_key(tape: Any, wires: int, gradient: Any) -> tuple[Any, ...]:
+    """Circuits the model mispredicts alike and whose decisions carry over: the same gate kinds, wire count, batch,
+    measurements, gradient and shots, whatever the gates' order, wires, angles and number. Read without expanding
+    anything: it is computed for every new circuit structure."""
     kinds = tuple(sorted({op.name for op in tape.operations}))
     measured = tuple(sorted((type(m).__name__, getattr(getattr(m, "obs", None), "name", "")) for m in tape.measurements))
-    return kinds, shape.wires, shape.batch, measured, shape.gradient, shape.shots is not None
+    method = gradient if isinstance(gradient, str) or gradient is None else str(gradient)
+    return kinds, wires, tape.batch_size or 1, measured, method, bool(tape.shots)
+
+
+def family_member(members: Sequence[tuple[int, Decision]], gates: int) -> tuple[int, Decision] | None:
+    """The decided member of a family whose size is within ``FAMILY_REACH`` of ``gates`` (the nearest), if any."""
+    near = [(g, d) for g, d in members if g / FAMILY_REACH <= gates <= g * FAMILY_REACH]
+    return min(near, key=lambda m: abs(m[0] - gates)) if near else None
 
 
 def learn(families: dict[Any, dict[str, float]], family: Any, decision: Decision, corrections: dict[str, float]) -> None:

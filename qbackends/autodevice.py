@@ -245,8 +245,23 @@ class AutoQubit(Device):
                 self._keep(key, decision, circuit, trainable, config)
                 auto.log_decision(decision, self._registry.backends[decision.backend])
                 return decision
+        wires = self._count or len(circuit.wires)
+        family = auto.family_key(circuit, wires, config.gradient_method)
+        gates = len(circuit.operations)
+        member = None if revisit else auto.family_member(self._context.family_members.get(family, ()), gates)
+        if member is not None and member[1].backend in self._choices:
+            size, earlier = member
+            expected = earlier.expected()
+            decision = auto.Decision(
+                earlier.backend,
+                predicted={earlier.backend: expected * max(gates, 1) / max(size, 1)} if expected else {},
+                source=f"as decided for a circuit of its family ({size} gates, {earlier.backend}), no trial",
+            )
+            self._keep(key, decision, circuit, trainable, config)
+            auto.log_decision(decision, self._registry.backends[decision.backend])
+            return decision
         tape = _as_numpy(circuit, trainable)
-        shape = auto.shape_of(tape or circuit, self._count or len(circuit.wires), config.gradient_method, trainable)
+        shape = auto.shape_of(tape or circuit, wires, config.gradient_method, trainable)
         methods, refused = auto.gradient_methods(self._candidates, config.gradient_method, bool(circuit.shots))
         if not methods:
             auto.raise_refused(auto.Decision("", refused=refused))
@@ -259,7 +274,6 @@ class AutoQubit(Device):
         measure = None if tape is None else self._trial(config, circuit, tape)
         precision = self._build["precision"]
         model = auto.model(self._context)  # (every candidate's preprocessing took the circuit: nothing to accept)
-        family = auto.family_key(shape, circuit)
         corrections = dict(self._context.families.get(family, {}))
         budget = auto.trial_budget(self._context)
         if revisit:
@@ -276,6 +290,8 @@ class AutoQubit(Device):
         decision.refused = {**refused, **decision.refused}
         decision.revisited = revisit
         self._keep(key, decision, circuit, trainable, config)
+        members = self._context.family_members.setdefault(family, [])
+        members[:] = [m for m in members if m[0] != gates] + [(gates, decision)]
         if stored_key is not None:
             store.put(stored_key, decision.backend, decision.predicted, decision.measured, decision.refused, shape,
                       shape.describe())

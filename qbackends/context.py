@@ -29,6 +29,8 @@ class Context:
         store: ``auto``'s decisions kept between processes (``decisionstore.DecisionStore``); None until first used.
         families: circuit family (``auto.family_key``) -> backend key -> measured ÷ predicted step, from trials:
             how far the model is off for circuits like these, applied to the family's next circuits.
+        family_members: circuit family -> (gate count, decision) of each circuit decided in full: taken again for
+            the family's circuits of about that size (``auto.family_member``).
         trial_seconds: what ``auto``'s trials have cost in this process.
         work_seconds: what the backends ``auto`` took have run for the user in this process (their device calls).
     """
@@ -40,6 +42,7 @@ class Context:
     model: dict[str, Any] | None = None
     store: Any = None
     families: dict[Any, dict[str, float]] = field(default_factory=dict)
+    family_members: dict[Any, list[tuple[int, Any]]] = field(default_factory=dict)
     trial_seconds: float = 0.0
     work_seconds: float = 0.0
 

@@ -160,6 +160,10 @@ def _stable_observable(obs: Any) -> Any:
     return [obs.name, list(obs.wires.labels), _data_digest(obs.data)]
 
 
+def _frozen_list(value: Any) -> Any:
+    return tuple(_frozen_list(v) for v in value) if isinstance(value, list) else value
+
+
 def _data_digest(data: Sequence[Any]) -> str:
     import hashlib
 
@@ -183,20 +187,24 @@ class ObservableKeys:
     def __init__(self) -> None:
         self._known: dict[int, tuple[Any, int]] = {}
 
-    def key(self, obs: Any) -> int | None:
+    def key(self, obs: Any) -> Any:
         if obs is None:
             return None
         known = self._known.get(id(obs))
         if known is not None and known[0]() is obs:
             return known[1]
         try:
+            key = _frozen_list(_stable_observable(obs))  # by name, wires and a digest of its data: quicker than
+        except Exception:  # noqa: BLE001 - (traced data)                    PennyLane's hash, which prints arrays
+            key = int(obs.hash)
+        try:
             ref = weakref.ref(obs)
-        except TypeError:  # not weakly referable: hashed each time
-            return int(obs.hash)
+        except TypeError:  # not weakly referable: read each time
+            return key
         if len(self._known) > 256:
             self._known.clear()
-        self._known[id(obs)] = (ref, int(obs.hash))
-        return self._known[id(obs)][1]
+        self._known[id(obs)] = (ref, key)
+        return key
 
 
 @dataclass(frozen=True)
