@@ -246,10 +246,10 @@ class AutoQubit(Device):
                 auto.log_decision(decision, self._registry.backends[decision.backend])
                 return decision
         wires = self._count or len(circuit.wires)
-        family = auto.family_key(circuit, wires, config.gradient_method)
+        family = (auto.family_key(circuit, wires, config.gradient_method), len(trainable))
         gates = len(circuit.operations)
         member = None if revisit else auto.family_member(self._context.family_members.get(family, ()), gates)
-        if member is not None and member[1].backend in self._choices:
+        if member is not None and member[1].backend in self._choices and self._takes(member[1].backend, config, circuit):
             size, earlier = member
             expected = earlier.expected()
             decision = auto.Decision(
@@ -297,6 +297,17 @@ class AutoQubit(Device):
                       shape.describe())
         auto.log_decision(decision, self._registry.backends[decision.backend], precision)
         return decision
+
+    def _takes(self, key: str, config: ExecutionConfig, circuit: Any) -> bool:
+        """Whether the backend's preprocessing and gradient take ``circuit`` (as ``_runs`` asks, for one backend)."""
+        try:
+            device, resolved = self._prepared(key, config, circuit)
+            device.preprocess_transforms(resolved)((circuit,))
+        except EnvironmentSettingError:
+            raise  # the user's setting, not this backend's refusal
+        except Exception:  # noqa: BLE001 - it refuses this circuit: decided in full, where the refusal is said
+            return False
+        return True
 
     def _keep(self, key: Any, decision: auto.Decision, circuit: Any, trainable: list[int], config: ExecutionConfig) -> None:
         """Keep ``decision`` for its structure; under "best", also for the gradient transform PennyLane runs where the
