@@ -187,8 +187,10 @@ def sampled_pauli_terms(tape: Any) -> tuple[Any, Any]:
     """Sampled expectations of Pauli sums as their words' expectations, recombined, and a variance of c·P as
     c²·Var(P) (of c·I as 0): PennyLane 0.45's sampler loses the results after a sum, or a wire-less identity,
     beside other measurements (``docs/upstream.md``)."""
+    if not tape.shots:  # analytic: nothing to do (and a 300-term sum's words cost milliseconds to build)
+        return (tape,), lambda results: results[0]
     plans = [_sampled_terms(m) for m in tape.measurements]
-    if not tape.shots or all(p is None for p in plans):
+    if all(p is None for p in plans):
         return (tape,), lambda results: results[0]
     measurements, recipes = [], []  # recipe: the index of a measurement kept, or [(coefficient, index or None)]
     for m, plan in zip(tape.measurements, plans, strict=True):
