@@ -138,7 +138,7 @@ class AutoQubit(Device):
         setup = (
             [b.key for b in self._candidates],
             list(self.wires.labels) if self.wires is not None else None,
-            {k: v for k, v in self._build.items()},
+            dict(self._build),
             expected_steps,
         )
         self._decisions = self._context.decisions.setdefault(
@@ -232,7 +232,7 @@ class AutoQubit(Device):
         store = auto.store(self._context)
         if stored_key is not None and not revisit:
             stored = store.get(stored_key)
-            if stored is not None and stored.backend in self._choices:
+            if stored is not None and stored.backend in self._choices and self._takes(stored.backend, config, circuit):
                 try:  # the circuit in words again, from a file that may have been edited
                     shape = auto.Shape(**stored.shape)
                     shape.describe()

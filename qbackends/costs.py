@@ -155,9 +155,10 @@ def _stable_observable(obs: Any) -> Any:
     if isinstance(operands, (list, tuple)):  # a sum or product of terms
         return [obs.name, [_stable_observable(o) for o in operands]]
     base = getattr(obs, "base", None)
-    if base is not None and hasattr(obs, "scalar"):  # a scalar times an observable
-        return [obs.name, _data_digest([obs.scalar]), _stable_observable(base)]
-    return [obs.name, list(obs.wires.labels), _data_digest(obs.data)]
+    if base is not None:  # a scalar times, a power, an adjoint or an exponential of an observable
+        return [obs.name, _data_digest(obs.data), _stable_observable(base)]
+    settings = [[k, v] for k, v in sorted(obs.hyperparameters.items()) if plain(v)]
+    return [obs.name, list(obs.wires.labels), _data_digest(obs.data), settings]
 
 
 def _frozen_list(value: Any) -> Any:
@@ -181,8 +182,9 @@ def _data_digest(data: Sequence[Any]) -> str:
 
 
 class ObservableKeys:
-    """PennyLane's hash of an observable, kept while the observable lives: a Hamiltonian of many terms is
-    hashed once, not on every execution (a user's circuit measures the same object each time)."""
+    """An observable's key (name, wires, a digest of its data: ``_stable_observable``), kept while the observable
+    lives: a Hamiltonian of many terms is read once, not on every execution (a user's circuit measures the same
+    object each time)."""
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[Any, int]] = {}

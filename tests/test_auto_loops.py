@@ -283,3 +283,16 @@ def test_the_store_keeps_at_most_its_limit_the_newest(tmp_path, monkeypatch):
         os.utime(store.path(f"k{i}"), (1000 + i, 1000 + i))
     kept = sorted(p.name.split("-")[1].split(".")[0] for p in (tmp_path / "decisions").glob("*.decision.json"))
     assert kept == ["k3", "k4", "k5", "k6", "k7", "k8"]
+
+
+def test_observables_that_differ_only_below_a_wrapper_have_different_keys():
+    """An adjoint, a power or an exponential of X is not one of Z, nor a projector onto another state."""
+    keys = auto.ObservableKeys()
+    pairs = [
+        (qml.adjoint(qml.PauliX(0)), qml.adjoint(qml.PauliZ(0))),
+        (qml.pow(qml.PauliX(0), 2), qml.pow(qml.PauliZ(0), 2)),
+        (qml.exp(qml.PauliX(0), 0.5), qml.exp(qml.PauliZ(0), 0.5)),
+        (qml.Projector([0], wires=0), qml.Projector([1], wires=0)),
+    ]
+    for a, b in pairs:
+        assert keys.key(a) != keys.key(b), (a, b)
