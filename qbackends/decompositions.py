@@ -35,6 +35,7 @@ from .capabilities import DeclaredOperations
 from .errors import UnsupportedCircuitError, UnsupportedOptionError, shown
 from .operators import WRAPPERS as _WRAPPERS
 from .operators import pennylane_operator
+from .shiftrules import method_name, misdifferentiated, refusal, shifted
 from .simbase.measured import refuse_unsampled
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
@@ -557,27 +558,28 @@ def _identity(results: Any) -> Any:
 def _with_rules(device_class: Any) -> type:
     """A subclass of ``device_class`` whose preprocessing applies its ``qbackends_rules`` first."""
 
-    # First, a sampled observable with no outcomes refused typed (lightning fails on it untyped as it runs); then the rules.
     def preprocess_transforms(self: Any, execution_config: Any = None) -> Any:
-        pipeline = device_class.preprocess_transforms(self, execution_config)
-        kwargs = {"ruleset": self.qbackends_rules, "adjoint": _is_adjoint(execution_config)}
-        pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
-        pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": self.name}))
-        return pipeline
+        return _screened(self, device_class.preprocess_transforms(self, execution_config), execution_config)
 
     def preprocess(self: Any, execution_config: Any = None) -> Any:  # devices written against the older hook
         pipeline, config = device_class.preprocess(self, execution_config)
-        kwargs = {"ruleset": self.qbackends_rules, "adjoint": _is_adjoint(config)}
-        pipeline.insert(0, BoundTransform(apply_rules, kwargs=kwargs))
-        pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": self.name}))
-        return pipeline, config
+        return _screened(self, pipeline, config), config
+
+    # A shift rule's gradient that would be wrong or fail untyped (a purity, a variance of a mid-circuit
+    # measurement's value) refused, typed, before it runs: under "best" too, which takes it where the device has none.
+    def setup_execution_config(self: Any, config: Any = None, circuit: Any = None) -> Any:
+        resolved = device_class.setup_execution_config(self, config, circuit)
+        if shifted(resolved.gradient_method) and (reason := misdifferentiated(circuit)):
+            how = f"PennyLane would take {method_name(resolved.gradient_method)} (as diff_method='best' does where a device has none)"
+            raise refusal(self.name, reason, how)
+        return resolved
 
     def supports_derivatives(self: Any, execution_config: Any = None, circuit: Any = None) -> Any:
         # Judge the circuit the device will run: as written when the device takes it (lowering a
         # QAOA template here costs 40 ms a step at 22 wires, and preprocessing lowers it again),
         # else with the rules applied (e.g. CRot, which lightning's adjoint refuses as written).
         supported = device_class.supports_derivatives(self, execution_config, circuit)
-        if supported or circuit is None:
+        if supported or circuit is None or self.qbackends_rules.is_empty():
             return supported
         (circuit,), _ = apply_rules(circuit, ruleset=self.qbackends_rules, adjoint=_is_adjoint(execution_config))
         return device_class.supports_derivatives(self, execution_config, circuit)
@@ -599,6 +601,7 @@ def _with_rules(device_class: Any) -> type:
     legacy = device_class.preprocess is not Device.preprocess
     namespace = {
         ("preprocess" if legacy else "preprocess_transforms"): preprocess if legacy else preprocess_transforms,
+        "setup_execution_config": setup_execution_config,
         "supports_derivatives": supports_derivatives,
         "execute": execute,
         "__module__": device_class.__module__,
@@ -610,6 +613,15 @@ def _with_rules(device_class: Any) -> type:
     if device_class.execute_and_compute_derivatives is not Device.execute_and_compute_derivatives:
         namespace["execute_and_compute_derivatives"] = execute_and_compute_derivatives
     return type(device_class.__name__, (device_class,), namespace)
+
+
+def _screened(device: Any, pipeline: Any, config: Any) -> Any:
+    """``pipeline`` with, first, a sampled observable with no outcomes refused typed (lightning fails on it untyped
+    as it runs), then the device's rules applied (where it has any)."""
+    if not device.qbackends_rules.is_empty():
+        pipeline.insert(0, BoundTransform(apply_rules, kwargs={"ruleset": device.qbackends_rules, "adjoint": _is_adjoint(config)}))
+    pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": device.name}))
+    return pipeline
 
 
 def _float64(result: Any) -> Any:
@@ -626,9 +638,8 @@ def _is_adjoint(execution_config: Any) -> bool:
 
 
 def attach(device: Any, ruleset: RuleSet) -> Any:
-    """Make every QNode on ``device`` apply ``ruleset``; a device with no rules is left as it is."""
-    if ruleset.is_empty():
-        return device
+    """Make every QNode on ``device`` apply ``ruleset``, and refuse typed what the device or PennyLane would fail on
+    untyped (``_with_rules``), with rules or without."""
     device.__class__ = _with_rules(type(device))  # type: ignore[arg-type]  # classes are hashable
     device.qbackends_rules = ruleset
     return device

@@ -80,6 +80,16 @@ def unshiftable(circuit: Any) -> str | None:
     return of_the_state(circuit) or of_a_measured_value(circuit)
 
 
+def misdifferentiated(circuit: Any) -> str | None:
+    """Why PennyLane's param_shift would differentiate ``circuit`` wrongly or fail on it untyped: a purity (a wrong
+    gradient, silently) or a variance of a mid-circuit measurement's value (an AttributeError); None otherwise. Its
+    other refusals (the state, a density matrix, entropies) are PennyLane's own ``ValueError`` when a gradient is
+    taken, after values were computed: a device without a gradient of its own refuses only these, up front."""
+    if circuit is not None and circuit.trainable_params and any(type(m).__name__ == "PurityMP" for m in circuit.measurements):
+        return "a purity is quadratic in the state (PennyLane 0.45's param_shift returns a wrong gradient for it)"
+    return of_a_measured_value(circuit)
+
+
 def no_shift_rule(circuit: Any) -> str | None:
     """Why parameter-shift cannot differentiate analytic ``circuit`` (``unshiftable``, or a broadcast batch); None
     where it can, or where nothing is trainable."""

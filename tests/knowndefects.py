@@ -13,7 +13,6 @@ KNOWN: dict[tuple[str, str], str] = {
         (backend, case): reason
         for backend in ("pennylane/lightning.qubit", "pennylane/lightning.kokkos", "qulacs/qulacs.simulator")
         for case, reason in {
-            "purity": f"{_PARAM_SHIFT} gives a purity gradient off by 0.359",
             "vn-entropy": f"{_PARAM_SHIFT} refuses a von Neumann entropy with a plain ValueError",
             "mutual-info": f"{_PARAM_SHIFT} refuses a mutual information with a plain ValueError",
         }.items()

@@ -395,6 +395,67 @@ def test_a_variance_of_a_measured_value_is_refused_typed_where_no_gradient_takes
     )  # (under "best", of the circuit as the device runs it: the measured value deferred onto wire 2)
 
 
+@pytest.mark.parametrize(
+    ("spec", "method"),
+    [
+        ("local:pennylane/lightning.qubit", "best"),
+        ("local:pennylane/lightning.qubit", "parameter-shift"),
+        ("local:pennylane/default.qubit", "parameter-shift"),
+    ],
+)
+def test_a_named_device_refuses_a_shifted_gradient_of_a_measured_values_variance_typed(spec, method):
+    from qbackends.errors import UnsupportedCircuitError
+
+    # PennyLane's param_shift raised AttributeError 'NoneType' object has no attribute 'name' (lightning: under "best" too)
+    with pytest.raises(UnsupportedCircuitError) as err:
+        _variance_of_a_measured_value(get_device(spec, wires=3), method)
+    assert err.value.message == (
+        f"{spec.split('/')[-1]} has no gradient of this circuit: PennyLane would take param_shift (as diff_method='best' "
+        f"does where a device has none), and parameter-shift cannot take it: var(MeasurementValue(wires=[1])) {MEASURED_VARIANCE}"
+    )
+
+
+def test_named_lightning_refuses_a_purity_gradient_it_would_get_wrong():
+    import pennylane as qml
+
+    from qbackends.errors import UnsupportedCircuitError
+
+    def purity(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        qml.RY(x, 1)
+        return qml.purity(wires=[0])
+
+    x = qml.numpy.array(0.4, requires_grad=True)
+    dev = get_device("local:pennylane/lightning.qubit", wires=2)
+    # "best" fell to param_shift, which gave 0 where backprop gives -0.3587
+    with pytest.raises(UnsupportedCircuitError, match="a purity is quadratic in the state"):
+        qml.grad(qml.QNode(purity, dev))(x)
+    expected = qml.grad(qml.QNode(purity, qml.device("default.qubit", wires=2), diff_method="backprop"))(x)
+    assert np.isclose(expected, -0.35867, atol=1e-5)
+    assert np.isclose(qml.QNode(purity, dev)(qml.numpy.array(0.4, requires_grad=False)), 0.924176677, atol=1e-9)
+
+
+def test_a_device_without_default_rules_still_refuses_what_it_would_fail_on_untyped():
+    import pennylane as qml
+
+    from qbackends.errors import UnsupportedCircuitError
+
+    # default_decompositions=False left the device unwrapped: lightning's TypeError as it ran
+    matrix = qml.Hamiltonian([1.0], [qml.Z(0) @ qml.Z(1)]).sparse_matrix(wire_order=[0, 1])
+    dev = get_device("local:pennylane/lightning.qubit", wires=2, default_decompositions=False)
+
+    @qml.set_shots(10)
+    @qml.qnode(dev)
+    def circuit():
+        qml.Hadamard(0)
+        return qml.expval(qml.SparseHamiltonian(matrix, wires=[0, 1]))
+
+    with pytest.raises(UnsupportedCircuitError) as err:
+        circuit()
+    assert err.value.message == f"lightning.qubit {SPARSE_SAMPLED}".replace("[5, 5]", "10")
+
+
 def test_auto_differentiates_an_exact_sparse_hamiltonian_as_default_qubit_does_by_best():
     import pennylane as qml
 
