@@ -565,15 +565,6 @@ def _with_rules(device_class: Any) -> type:
         pipeline, config = device_class.preprocess(self, execution_config)
         return _screened(self, pipeline, config), config
 
-    # A shift rule's gradient that would be wrong or fail untyped (a purity, a variance of a mid-circuit
-    # measurement's value) refused, typed, before it runs: under "best" too, which takes it where the device has none.
-    def setup_execution_config(self: Any, config: Any = None, circuit: Any = None) -> Any:
-        resolved = device_class.setup_execution_config(self, config, circuit)
-        if shifted(resolved.gradient_method) and (reason := misdifferentiated(circuit)):
-            how = f"PennyLane would take {method_name(resolved.gradient_method)} (as diff_method='best' does where a device has none)"
-            raise refusal(self.name, reason, how)
-        return resolved
-
     def supports_derivatives(self: Any, execution_config: Any = None, circuit: Any = None) -> Any:
         # Judge the circuit the device will run: as written when the device takes it (lowering a
         # QAOA template here costs 40 ms a step at 22 wires, and preprocessing lowers it again),
@@ -601,7 +592,6 @@ def _with_rules(device_class: Any) -> type:
     legacy = device_class.preprocess is not Device.preprocess
     namespace = {
         ("preprocess" if legacy else "preprocess_transforms"): preprocess if legacy else preprocess_transforms,
-        "setup_execution_config": setup_execution_config,
         "supports_derivatives": supports_derivatives,
         "execute": execute,
         "__module__": device_class.__module__,
@@ -616,12 +606,23 @@ def _with_rules(device_class: Any) -> type:
 
 
 def _screened(device: Any, pipeline: Any, config: Any) -> Any:
-    """``pipeline`` with, first, a sampled observable with no outcomes refused typed (lightning fails on it untyped
-    as it runs), then the device's rules applied (where it has any)."""
+    """``pipeline`` with, first, a shift rule's gradient that would be wrong or fail untyped refused (under "best"
+    too, which takes one where the device has none), a sampled observable with no outcomes refused (lightning fails
+    on it untyped as it runs), then the device's rules applied (where it has any)."""
     if not device.qbackends_rules.is_empty():
         pipeline.insert(0, BoundTransform(apply_rules, kwargs={"ruleset": device.qbackends_rules, "adjoint": _is_adjoint(config)}))
     pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": device.name}))
+    if config is not None and shifted(config.gradient_method):
+        pipeline.insert(0, BoundTransform(refuse_misdifferentiated, kwargs={"device": device.name, "method": method_name(config.gradient_method)}))
     return pipeline
+
+
+@qml.transform
+def refuse_misdifferentiated(tape: Any, *, device: str, method: str) -> tuple[Any, Any]:
+    """Refuse, typed, a circuit PennyLane's ``method`` (a shift rule) would differentiate wrongly or fail on untyped."""
+    if reason := misdifferentiated(tape):
+        raise refusal(device, reason, f"PennyLane would take {method} (as diff_method='best' does where a device has none)")
+    return (tape,), lambda results: results[0]
 
 
 def _float64(result: Any) -> Any:

@@ -415,7 +415,12 @@ def test_a_named_device_refuses_a_shifted_gradient_of_a_measured_values_variance
     )
 
 
-def test_named_lightning_refuses_a_purity_gradient_it_would_get_wrong():
+# lightning implements preprocess_transforms ("best" falls to param_shift); the fixture mixed.qubit (default.mixed,
+# whose "best" is backprop) the older preprocess hook
+@pytest.mark.parametrize(
+    ("spec", "method"), [("local:pennylane/lightning.qubit", "best"), ("local:fixture/mixed.qubit", "parameter-shift")]
+)
+def test_a_named_device_refuses_a_purity_gradient_it_would_get_wrong(spec, method):
     import pennylane as qml
 
     from qbackends.errors import UnsupportedCircuitError
@@ -427,10 +432,10 @@ def test_named_lightning_refuses_a_purity_gradient_it_would_get_wrong():
         return qml.purity(wires=[0])
 
     x = qml.numpy.array(0.4, requires_grad=True)
-    dev = get_device("local:pennylane/lightning.qubit", wires=2)
+    dev = get_device(spec, wires=2)
     # "best" fell to param_shift, which gave 0 where backprop gives -0.3587
     with pytest.raises(UnsupportedCircuitError, match="a purity is quadratic in the state"):
-        qml.grad(qml.QNode(purity, dev))(x)
+        qml.grad(qml.QNode(purity, dev, diff_method=method))(x)
     expected = qml.grad(qml.QNode(purity, qml.device("default.qubit", wires=2), diff_method="backprop"))(x)
     assert np.isclose(expected, -0.35867, atol=1e-5)
     assert np.isclose(qml.QNode(purity, dev)(qml.numpy.array(0.4, requires_grad=False)), 0.924176677, atol=1e-9)
