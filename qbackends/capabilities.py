@@ -97,10 +97,11 @@ def max_wires(backend: Backend, available: int, precision: str = "c128", diff_me
     """The largest wire count whose working set fits in ``available`` bytes."""
     if backend.state_copies is None:
         return None
-    wires = 0
-    while wires < 64 and working_set_bytes(backend, wires + 1, precision, diff_method) <= available:
-        wires += 1
-    return wires
+    low, high = 0, 64  # bisected (screening asks this of every backend for every auto device): it grows with wires
+    while low < high:
+        wires = (low + high + 1) // 2
+        low, high = (wires, high) if working_set_bytes(backend, wires, precision, diff_method) <= available else (low, wires - 1)
+    return low
 
 
 def hardware_of(backend: Backend, facts: MachineFacts) -> str:

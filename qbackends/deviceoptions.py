@@ -6,6 +6,7 @@ PennyLane itself (loading a class imports its device's package).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -37,9 +38,22 @@ def factory_of(backend: Backend, context: Context) -> Callable[..., Any]:
     return backend.create or device_class(backend.device_name, context).__init__
 
 
+def parameters(factory: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
+    """``factory``'s signature's parameters, read once per factory (a plugin's unhashable one: each time)."""
+    try:
+        return _parameters(factory)
+    except TypeError:  # unhashable
+        return inspect.signature(factory).parameters
+
+
+@functools.lru_cache(maxsize=256)
+def _parameters(factory: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
+    return inspect.signature(factory).parameters
+
+
 def accepted_options(factory: Callable[..., Any], params: Mapping[str, inspect.Parameter] | None = None) -> tuple[set[str], bool]:
     """(named keyword options, whether it also takes ``**options``); ``params``: its signature's, read already."""
-    params = inspect.signature(factory).parameters if params is None else params
+    params = parameters(factory) if params is None else params
     accepted = {n for n, p in params.items() if n not in ("self", "wires") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     return accepted, any(p.kind is p.VAR_KEYWORD for p in params.values())
 
@@ -68,7 +82,7 @@ def build_options(
     """(what builds the backend's device, the keyword arguments to build it with): ``options`` checked
     (``device_options``) and seeded (``seeded``), its signature read once."""
     factory = factory_of(backend, context)
-    params = inspect.signature(factory).parameters
+    params = parameters(factory)
     return factory, seeded(params, device_options(backend, factory, precision, options, context, params))
 
 

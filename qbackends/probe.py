@@ -71,10 +71,12 @@ def distribution_version(name: str) -> str | None:
 def host_memory_available(meminfo: str = "/proc/meminfo") -> int:
     """MemAvailable in bytes (falls back to physical pages where /proc is absent)."""
     try:
-        for line in Path(meminfo).read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
+        with open(meminfo, "rb") as f:
+            text = f.read()
+        at = text.find(b"MemAvailable:")
+        if at >= 0:
+            return int(text[at + 13 : text.index(b"\n", at)].split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
         pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
