@@ -35,7 +35,7 @@ from .capabilities import DeclaredOperations
 from .errors import UnsupportedCircuitError, UnsupportedOptionError, shown
 from .operators import WRAPPERS as _WRAPPERS
 from .operators import pennylane_operator
-from .shiftrules import method_name, misdifferentiated, refusal, shifted
+from .shiftrules import hadamard_refusal, method_name, misdifferentiated, misread_by_hadamard, refusal, shifted, standard_hadamard
 from .simbase.measured import refuse_unsampled
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
@@ -613,15 +613,19 @@ def _screened(device: Any, pipeline: Any, config: Any) -> Any:
         pipeline.insert(0, BoundTransform(apply_rules, kwargs={"ruleset": device.qbackends_rules, "adjoint": _is_adjoint(config)}))
     pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": device.name}))
     if config is not None and shifted(config.gradient_method):
-        pipeline.insert(0, BoundTransform(refuse_misdifferentiated, kwargs={"device": device.name, "method": method_name(config.gradient_method)}))
+        kwargs = {"device": device.name, "method": method_name(config.gradient_method), "hadamard": standard_hadamard(config)}
+        pipeline.insert(0, BoundTransform(refuse_misdifferentiated, kwargs=kwargs))
     return pipeline
 
 
 @qml.transform
-def refuse_misdifferentiated(tape: Any, *, device: str, method: str) -> tuple[Any, Any]:
-    """Refuse, typed, a circuit PennyLane's ``method`` (a shift rule) would differentiate wrongly or fail on untyped."""
+def refuse_misdifferentiated(tape: Any, *, device: str, method: str, hadamard: bool) -> tuple[Any, Any]:
+    """Refuse, typed, a circuit PennyLane's ``method`` (a shift rule; ``hadamard``: its standard Hadamard test)
+    would differentiate wrongly or fail on untyped."""
     if reason := misdifferentiated(tape):
         raise refusal(device, reason, f"PennyLane would take {method} (as diff_method='best' does where a device has none)")
+    if hadamard and (reason := misread_by_hadamard(tape)):
+        raise hadamard_refusal(device, reason)
     return (tape,), lambda results: results[0]
 
 

@@ -100,6 +100,40 @@ def no_shift_rule(circuit: Any) -> str | None:
     return None
 
 
+def standard_hadamard(config: Any) -> bool:
+    """Whether ``config`` asks for PennyLane's standard Hadamard test (``diff_method="hadamard"``), by name or as
+    the transform PennyLane resolved it to (its mode among the gradient's keyword arguments)."""
+    import pennylane as qml  # a circuit is being run: PennyLane is loaded; importing this module stays light
+
+    method = None if config is None else config.gradient_method
+    if isinstance(method, str):
+        return method == "hadamard"
+    return method is qml.gradients.hadamard_grad and (config.gradient_keyword_arguments or {}).get("mode", "standard") == "standard"
+
+
+def misread_by_hadamard(circuit: Any) -> str | None:
+    """Why PennyLane 0.45's standard Hadamard test would differentiate ``circuit`` wrongly: a statistic of a
+    mid-circuit measurement's value (``expval(m)``: -0.23 where backprop and parameter-shift give 0.15); None
+    otherwise, or where nothing is trainable."""
+    if circuit is None or not circuit.trainable_params:
+        return None
+    measured = [m for m in circuit.measurements if getattr(m, "mv", None) is not None]
+    if not measured:
+        return None
+    return (
+        f"{measured[0]} is a statistic of a mid-circuit measurement's value (PennyLane 0.45's standard Hadamard test "
+        "returns a wrong gradient for it)"
+    )
+
+
+def hadamard_refusal(device: str, reason: str) -> Exception:
+    """The typed refusal of the standard Hadamard test on ``device`` where it would be wrong (``misread_by_hadamard``)."""
+    return UnsupportedCircuitError(
+        f"{device} does not take diff_method='hadamard' for this circuit: {reason}.",
+        "use diff_method='parameter-shift' or 'direct-hadamard' (exact for it), or 'best'.",
+    )
+
+
 def refusal(device: str, reason: str, how: str) -> Exception:
     """The typed refusal of a gradient on ``device``, whose own gradient is ``how``, where parameter-shift cannot."""
     return UnsupportedCircuitError(

@@ -17,7 +17,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
 
-from ..shiftrules import method_name, no_shift_rule, refusal, shifted, unshiftable
+from ..shiftrules import hadamard_refusal, method_name, misread_by_hadamard, no_shift_rule, refusal, shifted, standard_hadamard, unshiftable
 from .measured import check_declared, refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
@@ -61,6 +61,8 @@ class SimulatorDevice(Device):
             config = dataclasses.replace(config, mcm_config=dataclasses.replace(config.mcm_config, mcm_method="deferred"))
         if shifted(config.gradient_method) and (reason := unshiftable(circuit)):
             raise refusal(self.name, reason, f"{method_name(config.gradient_method)} was asked for")
+        if standard_hadamard(config) and (reason := misread_by_hadamard(circuit)):
+            raise hadamard_refusal(self.name, reason)
         if config.gradient_method in ("adjoint", "device") or (config.gradient_method == "best" and not sampled):
             options = self._gradient_options(circuit)
             if circuit is not None and not self._differentiates(circuit):  # values first; a gradient asked for is refused

@@ -534,3 +534,41 @@ def test_a_profile_extended_past_a_floats_range_predicts_no_end_not_an_overflow(
     assert profile.predict("pennylane/lightning.gpu", 1024) == float("inf")
     profile = calibration.Profile.from_json({"fingerprint": {}, "seconds": {"a": {"1": 1.0, "2": 2.0}}})
     assert profile.predict("a", 2**40) == float("inf")
+
+
+def _measured_value_circuit():
+    import pennylane as qml
+
+    def circuit(x):
+        qml.RX(x[0], 0)
+        qml.CNOT([0, 1])
+        m = qml.measure(1)
+        qml.cond(m, qml.RY)(0.8, 2)
+        qml.RX(x[1], 1)
+        return qml.expval(qml.Z(2)), qml.expval(m)
+
+    return circuit
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["auto", "local:qbackends/fused.qubit", "local:qbackends/batched.qubit", "lightning.qubit", "local:pennylane/default.qubit"],
+)
+def test_the_standard_hadamard_test_of_a_measured_value_is_refused_not_wrong(spec):
+    import pennylane as qml
+
+    from qbackends.errors import UnsupportedCircuitError
+
+    circuit, x = _measured_value_circuit(), qml.numpy.array([0.3, 0.7], requires_grad=True)
+
+    def jacobian(device, method):
+        return qml.jacobian(lambda v: qml.math.hstack(qml.QNode(circuit, device, diff_method=method)(v)))(x)
+
+    exact = jacobian(qml.device("default.qubit", wires=5), "backprop")
+    assert np.allclose(exact.ravel(), [-0.04481465, 0.0, 0.14776010, 0.0], atol=1e-7)
+    # PennyLane 0.45's standard Hadamard test gave [-0.0448, 0, -0.2260, -0.6154] for expval(m), on every device,
+    # with no error (the fuzzer found it once it gave the auxiliary wire room)
+    with pytest.raises(UnsupportedCircuitError, match=r"does not take diff_method='hadamard' for this circuit: expval\(Measure"):
+        jacobian(get_device(spec, wires=5), "hadamard")
+    for method in ("direct-hadamard", "parameter-shift"):
+        assert np.allclose(jacobian(get_device(spec, wires=5), method), exact, atol=1e-10), method
