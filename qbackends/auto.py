@@ -225,6 +225,8 @@ class Decision:
     steps: int = 0  # steps run on it so far, and their device seconds (``revisit``)
     seconds: float = 0.0
     revisited: bool = False
+    derivatives: dict[Any, bool] = field(default_factory=dict, repr=False, compare=False)
+    # gradient method -> whether the backend differentiates this structure by it (``AutoQubit.differentiates``)
 
     def explain(self) -> str:
         def seconds(s: float) -> str:

@@ -317,8 +317,7 @@ class AutoQubit(Device):
         chosen backend has no gradient of its own for the circuit (PennyLane asks again with that transform)."""
         self._decisions[key] = decision
         if config.gradient_method == "best":
-            device = self._device(decision.backend)
-            if not device.supports_derivatives(config, circuit):
+            if not self._differentiates(decision, config, circuit):
                 shifted = _TRANSFORMS["best"]()
                 self._decisions[auto.structure_key(circuit, trainable, shifted, self._observables)] = decision
 
@@ -435,7 +434,16 @@ class AutoQubit(Device):
                 self._candidates, execution_config.gradient_method if execution_config else "best", False
             )
             return bool(methods)
-        return self._device(self._decide(execution_config, circuit).backend).supports_derivatives(execution_config, circuit)
+        return self._differentiates(self._decide(execution_config, circuit), execution_config, circuit)
+
+    def _differentiates(self, decision: auto.Decision, config: ExecutionConfig, circuit: Any) -> bool:
+        """The decided backend's ``supports_derivatives`` for ``circuit``, asked once per structure and gradient method
+        (PennyLane asks it two or three times per execution under "best"; lightning's lowers the circuit each time)."""
+        known = decision.derivatives.get(config.gradient_method)
+        if known is None:
+            known = self._device(decision.backend).supports_derivatives(config, circuit)
+            decision.derivatives[config.gradient_method] = known
+        return known
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
