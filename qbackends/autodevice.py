@@ -151,6 +151,7 @@ class AutoQubit(Device):
         self.last_choice: str | None = None
         self.last_backend: Any = None
         self._last: tuple[Any, Any, auto.Decision] | None = None  # the tape asked about last, and its decision
+        self._asked: tuple[Any, dict[tuple[str, Any], bool]] = (None, {})  # that tape, and backends' supports_derivatives
         self._observables = auto.ObservableKeys()
         self._untagged: dict[int, tuple[ExecutionConfig, ExecutionConfig, auto.Decision | None]] = {}
         # id(tagged) -> (tagged, the backend's own, the decision its circuit was set up by)
@@ -376,7 +377,7 @@ class AutoQubit(Device):
     def _prepared(self, key: str, config: ExecutionConfig, circuit: Any, trial: bool = False) -> tuple[Any, ExecutionConfig]:
         """A backend's device and its execution config for ``circuit``; raises where it has not the gradient asked for."""
         device = self._device(key, trial)
-        resolved = device.setup_execution_config(_as_pennylane_resolves(device, config, circuit), circuit)
+        resolved = device.setup_execution_config(_as_pennylane_resolves(device, config, circuit, lambda: self._asks(key, config, circuit)), circuit)
         method = resolved.gradient_method
         if not circuit.shots and (reason := no_shift_rule(circuit)) and method != "backprop" and not numerical(method):
             own = getattr(device, "differentiates", None)  # a qbackends simulator's own gradient; else the device's word
@@ -441,9 +442,18 @@ class AutoQubit(Device):
         (PennyLane asks it two or three times per execution under "best"; lightning's lowers the circuit each time)."""
         known = decision.derivatives.get(config.gradient_method)
         if known is None:
-            known = self._device(decision.backend).supports_derivatives(config, circuit)
-            decision.derivatives[config.gradient_method] = known
+            known = decision.derivatives[config.gradient_method] = self._asks(decision.backend, config, circuit)
         return known
+
+    def _asks(self, key: str, config: ExecutionConfig, circuit: Any) -> bool:
+        """Backend ``key``'s ``supports_derivatives(config, circuit)``, asked once per method for the circuit asked
+        about last (a new structure's decision asks it as it prepares, keeps and runs the circuit)."""
+        if self._asked[0] is not circuit:
+            self._asked = (circuit, {})
+        answers = self._asked[1]
+        if (key, config.gradient_method) not in answers:
+            answers[key, config.gradient_method] = self._device(key).supports_derivatives(config, circuit)
+        return answers[key, config.gradient_method]
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit: Any = None) -> bool:
         if execution_config is not None and CHOICE in (execution_config.device_options or {}):
@@ -503,11 +513,13 @@ def _plain(config: ExecutionConfig | None) -> ExecutionConfig | None:
     return dataclasses.replace(config, device_options={k: v for k, v in config.device_options.items() if k != CHOICE})
 
 
-def _as_pennylane_resolves(device: Any, config: ExecutionConfig, circuit: Any) -> ExecutionConfig:
+def _as_pennylane_resolves(device: Any, config: ExecutionConfig, circuit: Any, supported: Callable[[], bool]) -> ExecutionConfig:
     """``config`` as PennyLane's workflow hands it to ``device`` for ``circuit``: a method the device differentiates
     by itself as it is, else (best, parameter-shift, finite-diff, spsa) the gradient transform PennyLane runs instead.
     The device's own setup is asked only after that, as PennyLane asks it: lightning sets "best" up as adjoint even
     with shots, where PennyLane never asks it to and shifts the parameters.
+
+    ``supported()``: the device's ``supports_derivatives(config, circuit)``.
 
     Raises:
         UnsupportedCircuitError: where the device has not the gradient of its own asked for (adjoint, backprop, device).
@@ -515,7 +527,7 @@ def _as_pennylane_resolves(device: Any, config: ExecutionConfig, circuit: Any) -
     method = config.gradient_method
     if not isinstance(method, str) or method not in auto.DEVICE_GRADIENTS + tuple(_TRANSFORMS):
         return config
-    if device.supports_derivatives(config, circuit):
+    if supported():
         return config
     if method not in _TRANSFORMS:
         raise UnsupportedCircuitError(f"{device.name} has no {method} gradient for this circuit.")
