@@ -7,6 +7,8 @@ a subprocess with exactly those, so the same script runs here unchanged.
 from __future__ import annotations
 
 import dataclasses
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -338,6 +340,12 @@ def _entry_command(entry_point: str) -> list[str]:
         raise WorkloadInputError(
             f"Entry point {entry_point!r} is neither a script path nor module[:function].",
             "pass e.g. job.py or qbackends.workloads.qaoa.",
+        )
+    top = module.split(".")[0]  # looked for as the job's Python will (the current folder first), without running it
+    if importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is None and importlib.util.find_spec(top) is None:
+        raise WorkloadInputError(
+            f"entry point {entry_point!r}: no module named {top!r} here.",
+            "run `qbackends job run` from the folder that holds the module, or install its package.",
         )
     return [sys.executable, "-m", "qbackends.jobentry", entry_point]
 

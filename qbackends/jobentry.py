@@ -11,6 +11,7 @@ container does.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -98,6 +99,8 @@ def run(entry_point: str) -> int:
     sys.argv = [module]
     try:
         if not function:
+            if importlib.util.find_spec(module) is None:  # runpy says so with a plain ImportError
+                raise ModuleNotFoundError(f"No module named {module!r}", name=module)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             return 0
         target = importlib.import_module(module)

@@ -99,7 +99,14 @@ def _srun(env: Mapping[str, str]) -> Launch | None:
     world_name = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
     world = _whole(env, world_name, 1, least=1)
     per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
-    local_world = tasks_on_node(per_node, _whole(env, "SLURM_NODEID", 0)) if per_node else None
+    node = _whole(env, "SLURM_NODEID", 0)
+    local_world = tasks_on_node(per_node, node) if per_node else None
+    if local_world == 0:  # this task runs on that node
+        name = "SLURM_STEP_TASKS_PER_NODE" if env.get("SLURM_STEP_TASKS_PER_NODE") else "SLURM_TASKS_PER_NODE"
+        raise EnvironmentSettingError(
+            f"{name}={per_node!r:.60} gives node {node} no task, though this task runs there.",
+            "unset the Slurm variables left from another run, or start the run with srun as usual.",
+        )
     if local_world is None:
         nodes = _whole(env, "SLURM_STEP_NUM_NODES", _whole(env, "SLURM_NNODES", 1, least=1), least=1)
         local_world = -(-world // nodes)

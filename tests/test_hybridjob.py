@@ -242,10 +242,10 @@ def test_the_summary_lists_only_what_this_run_wrote(tmp_path):
 
 def test_a_missing_module_or_function_is_one_line(tmp_path):
     out = _job(tmp_path, "nosuch.module:main")
-    assert out.stderr.splitlines()[0] == (
+    assert out.stderr.splitlines() == [  # refused before the job starts: one line
         "qbackends: error: entry point 'nosuch.module:main': no module named 'nosuch' here. "
         "Fix: run `qbackends job run` from the folder that holds the module, or install its package."
-    )
+    ]
     assert "Traceback" not in out.stderr
     out = _job(tmp_path, "qbackends.workloads.qaoa:nosuch")
     assert out.stderr.splitlines()[0] == (

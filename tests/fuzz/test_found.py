@@ -572,3 +572,21 @@ def test_the_standard_hadamard_test_of_a_measured_value_is_refused_not_wrong(spe
         jacobian(get_device(spec, wires=5), "hadamard")
     for method in ("direct-hadamard", "parameter-shift"):
         assert np.allclose(jacobian(get_device(spec, wires=5), method), exact, atol=1e-10), method
+
+
+def test_a_job_entry_point_naming_no_module_is_refused_before_the_job_starts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.py").write_text("")
+    outcome = run(["job", "run", "A"])  # runpy's plain ImportError in the job, then the job's failure: two lines, exit 1
+    assert outcome.code == 2
+    assert outcome.said == [
+        "qbackends: error: entry point 'A': no module named 'A' here. Fix: run `qbackends job run` from the folder that "
+        "holds the module, or install its package."
+    ]
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_a_slurm_count_of_no_task_on_this_node_is_refused():
+    env = {"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "0"}
+    with pytest.raises(EnvironmentSettingError, match=r"SLURM_STEP_TASKS_PER_NODE='0' gives node 0 no task, though this"):
+        launchers.from_environment(env, 0)  # it made a launch with no process on this node
