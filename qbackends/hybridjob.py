@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobFailedError, QBackendsError, StorageError, WorkloadInputError, report
+from .jobentry import unrunnable
 from .storage import atomic_write_json, storage_error
 
 DEVICE = "AMZN_BRAKET_DEVICE_ARN"
@@ -342,11 +343,10 @@ def _entry_command(entry_point: str) -> list[str]:
             "pass e.g. job.py or qbackends.workloads.qaoa.",
         )
     top = module.split(".")[0]  # looked for as the job's Python will (the current folder first), without running it
-    if importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is None and importlib.util.find_spec(top) is None:
-        raise WorkloadInputError(
-            f"entry point {entry_point!r}: no module named {top!r} here.",
-            "run `qbackends job run` from the folder that holds the module, or install its package.",
-        )
+    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) or importlib.util.find_spec(top)
+    if spec is None or (module == top and not function):
+        if problem := unrunnable(entry_point, top, spec):
+            raise problem
     return [sys.executable, "-m", "qbackends.jobentry", entry_point]
 
 

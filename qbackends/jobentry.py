@@ -11,6 +11,7 @@ container does.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -29,6 +30,23 @@ FAILURE_FILE = "QBACKENDS_FAILURE_FILE"
 def _missing(exc: ModuleNotFoundError, module: str) -> bool:
     """True when the entry point's own module (or a package above it) is what was not found."""
     return exc.name is not None and (module == exc.name or module.startswith(exc.name + "."))
+
+
+def unrunnable(entry_point: str, module: str, spec: Any) -> WorkloadInputError | None:
+    """Why ``module`` (found as ``spec``; None: not found) cannot run as the entry point: no such module, or a package
+    without a ``__main__`` module (runpy says both with a plain ImportError); None where it can."""
+    if spec is None:
+        return WorkloadInputError(
+            f"entry point {entry_point!r}: no module named {module!r} here.",
+            "run `qbackends job run` from the folder that holds the module, or install its package.",
+        )
+    folders = spec.submodule_search_locations
+    if folders is not None and importlib.machinery.PathFinder.find_spec("__main__", list(folders)) is None:
+        return WorkloadInputError(
+            f"entry point {entry_point!r} is a package with no __main__ module to run.",
+            f"name a module in it ({module}.job), or a function ({module}.job:main), or add {module}/__main__.py.",
+        )
+    return None
 
 
 def bind_hyperparameters(function: Callable[..., Any], hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,8 +117,8 @@ def run(entry_point: str) -> int:
     sys.argv = [module]
     try:
         if not function:
-            if importlib.util.find_spec(module) is None:  # runpy says so with a plain ImportError
-                raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+            if problem := unrunnable(entry_point, module, importlib.util.find_spec(module)):
+                raise problem  # (runpy says it with a plain ImportError)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             return 0
         target = importlib.import_module(module)

@@ -590,3 +590,15 @@ def test_a_slurm_count_of_no_task_on_this_node_is_refused():
     env = {"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "0"}
     with pytest.raises(EnvironmentSettingError, match=r"SLURM_STEP_TASKS_PER_NODE='0' gives node 0 no task, though this"):
         launchers.from_environment(env, 0)  # it made a launch with no process on this node
+
+
+def test_a_job_entry_point_that_is_a_package_without_main_is_refused_before_the_job_starts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()  # a folder of the user's: a namespace package, runpy's plain ImportError before
+    outcome = run(["job", "run", "mine"])
+    assert outcome.code == 2
+    assert outcome.said == [
+        "qbackends: error: entry point 'mine' is a package with no __main__ module to run. Fix: name a module in it "
+        "(mine.job), or a function (mine.job:main), or add mine/__main__.py."
+    ]
+    assert not (tmp_path / "jobs").exists()
