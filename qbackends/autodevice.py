@@ -253,7 +253,7 @@ class AutoQubit(Device):
         family = (auto.family_key(circuit, wires, config.gradient_method), len(trainable))
         gates = len(circuit.operations)
         member = None if revisit else auto.family_member(self._context.family_members.get(family, ()), gates)
-        if member is not None and member[1].backend in self._choices and self._takes(member[1].backend, config, circuit):
+        if member is not None and member[1].backend in self._choices and self._member_taken(family, member[1].backend, config, circuit):
             size, earlier = member
             expected = earlier.expected()
             decision = auto.Decision(
@@ -311,6 +311,19 @@ class AutoQubit(Device):
             raise  # the user's setting, not this backend's refusal
         except Exception:  # noqa: BLE001 - it refuses this circuit: decided in full, where the refusal is said
             return False
+        return True
+
+    def _member_taken(self, family: Any, key: str, config: ExecutionConfig, circuit: Any) -> bool:
+        """``_takes`` for a member of ``family`` (the same gate kinds, measurements, gradient, shots and number of
+        trainable parameters): asked once per family, backend, setup and how many trainable parameters the
+        observables hold (a gradient of observable data is what a backend's preprocessing refuses there)."""
+        in_operations = sum(len(op.data) for op in circuit.operations)  # parameters after these: the observables'
+        taken = (family, sum(i >= in_operations for i in circuit.trainable_params), key, _frozen(self._build))
+        if taken in self._context.taken:
+            return True
+        if not self._takes(key, config, circuit):
+            return False
+        self._context.taken.add(taken)
         return True
 
     def _keep(self, key: Any, decision: auto.Decision, circuit: Any, trainable: list[int], config: ExecutionConfig) -> None:

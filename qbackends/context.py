@@ -31,6 +31,8 @@ class Context:
             how far the model is off for circuits like these, applied to the family's next circuits.
         family_members: circuit family -> (gate count, decision) of each circuit decided in full: taken again for
             the family's circuits of about that size (``auto.family_member``).
+        taken: (circuit family, its trainable observable data, backend key, build options) of each family member a
+            backend's preprocessing and gradient took (``AutoQubit._takes``): asked once, not of every member.
         rulesets: (backend key, declared operations, defaults on) -> its decomposition rules without a user's
             own, combined once (``factory.build``): with them the graphs they solved, for every device of that backend.
         trial_seconds: what ``auto``'s trials have cost in this process.
@@ -45,6 +47,7 @@ class Context:
     store: Any = None
     families: dict[Any, dict[str, float]] = field(default_factory=dict)
     family_members: dict[Any, list[tuple[int, Any]]] = field(default_factory=dict)
+    taken: set[Any] = field(default_factory=set)
     rulesets: dict[Any, Any] = field(default_factory=dict)
     trial_seconds: float = 0.0
     work_seconds: float = 0.0
