@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import signal
@@ -216,6 +217,10 @@ def _local_worker(*args: Any) -> dict[str, Any]:
         interrupted.append(signum)
         for sig in _STOP_SIGNALS:  # one interrupt is enough: no second one inside the cleanup
             signal.signal(sig, signal.SIG_IGN)
+        if _unraisable(frame):  # Python would print the interrupt as ignored, with its traceback, and run on
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         raise KeyboardInterrupt
 
     for sig in _STOP_SIGNALS:
@@ -234,6 +239,17 @@ def _local_worker(*args: Any) -> dict[str, Any]:
     finally:  # a stop that arrives while the process exits (atexit callbacks) ends it at once, quietly
         for sig in _STOP_SIGNALS:
             signal.signal(sig, lambda signum, _frame: os._exit(128 + signum))
+
+
+def _unraisable(frame: Any) -> bool:
+    """Whether an exception raised at ``frame`` would be ignored, not raised: it runs inside a garbage collector
+    callback (jax registers one) or a ``__del__``."""
+    callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _typed_failure(exc: Any) -> QBackendsError | None:
