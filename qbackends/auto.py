@@ -226,7 +226,7 @@ class Decision:
     seconds: float = 0.0
     revisited: bool = False
     derivatives: dict[Any, bool] = field(default_factory=dict, repr=False, compare=False)
-    # gradient method -> whether the backend differentiates this structure by it (``AutoQubit.differentiates``)
+    # gradient method -> whether the backend differentiates this structure by it (``AutoQubit._differentiates``)
 
     def explain(self) -> str:
         def seconds(s: float) -> str:

@@ -7,8 +7,6 @@ a subprocess with exactly those, so the same script runs here unchanged.
 from __future__ import annotations
 
 import dataclasses
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobFailedError, QBackendsError, StorageError, WorkloadInputError, report
-from .jobentry import unrunnable
+from .jobentry import module_spec, unrunnable
 from .storage import atomic_write_json, storage_error
 
 DEVICE = "AMZN_BRAKET_DEVICE_ARN"
@@ -343,7 +341,7 @@ def _entry_command(entry_point: str) -> list[str]:
             "pass e.g. job.py or qbackends.workloads.qaoa.",
         )
     top = module.split(".")[0]  # looked for as the job's Python will (the current folder first), without running it
-    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) or importlib.util.find_spec(top)
+    spec = module_spec(top, os.getcwd())
     if spec is None or (module == top and not function):
         if problem := unrunnable(entry_point, top, spec):
             raise problem

@@ -32,13 +32,31 @@ def _missing(exc: ModuleNotFoundError, module: str) -> bool:
     return exc.name is not None and (module == exc.name or module.startswith(exc.name + "."))
 
 
+def module_spec(module: str, folder: str | None = None) -> Any:
+    """``module``'s spec as the job's Python finds it (``folder`` first, for a top-level name), None where it finds
+    none. Finding a top-level module runs none of its code. ``__main__`` is never one: in the job's Python it is
+    this module."""
+    if module == "__main__":
+        return None
+    try:
+        return (folder is not None and importlib.machinery.PathFinder.find_spec(module, [folder])) or importlib.util.find_spec(module)
+    except ValueError:  # loaded already without a spec
+        return None
+
+
 def unrunnable(entry_point: str, module: str, spec: Any) -> WorkloadInputError | None:
-    """Why ``module`` (found as ``spec``; None: not found) cannot run as the entry point: no such module, or a package
-    without a ``__main__`` module (runpy says both with a plain ImportError); None where it can."""
+    """Why ``module`` (found as ``spec``; None: not found) cannot run as the entry point: no such module, one with no
+    Python code (built in, or an extension), or a package without a ``__main__`` module (runpy says each with a
+    plain ImportError); None where it can."""
     if spec is None:
         return WorkloadInputError(
             f"entry point {entry_point!r}: no module named {module!r} here.",
             "run `qbackends job run` from the folder that holds the module, or install its package.",
+        )
+    if spec.origin == "built-in" or isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+        return WorkloadInputError(
+            f"entry point {entry_point!r}: module {module!r} is compiled, with no Python code to run.",
+            "pass the job's own script (job.py) or module (package.module[:function]).",
         )
     folders = spec.submodule_search_locations
     if folders is not None and importlib.machinery.PathFinder.find_spec("__main__", list(folders)) is None:
@@ -117,7 +135,7 @@ def run(entry_point: str) -> int:
     sys.argv = [module]
     try:
         if not function:
-            if problem := unrunnable(entry_point, module, importlib.util.find_spec(module)):
+            if problem := unrunnable(entry_point, module, module_spec(module)):
                 raise problem  # (runpy says it with a plain ImportError)
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             return 0

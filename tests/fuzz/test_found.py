@@ -602,3 +602,20 @@ def test_a_job_entry_point_that_is_a_package_without_main_is_refused_before_the_
         "(mine.job), or a function (mine.job:main), or add mine/__main__.py."
     ]
     assert not (tmp_path / "jobs").exists()
+
+
+@pytest.mark.parametrize(
+    ("entry", "line"),
+    [
+        # find_spec raised ValueError for a module loaded without a spec: an internal error
+        ("__main__", "entry point '__main__': no module named '__main__' here."),
+        # runpy's plain ImportError (no code object), then the job's failure
+        ("sys", "entry point 'sys': module 'sys' is compiled, with no Python code to run."),
+    ],
+)
+def test_a_job_entry_point_that_cannot_run_is_one_line(tmp_path, monkeypatch, entry, line):
+    monkeypatch.chdir(tmp_path)
+    outcome = run(["job", "run", entry])
+    assert outcome.code == 2 and len(outcome.said) == 1
+    assert outcome.said[0].startswith(f"qbackends: error: {line} Fix: ")
+    assert not (tmp_path / "jobs").exists()
