@@ -46,6 +46,10 @@ class Backend:
             rules lower ``PauliRot("ZZ")`` to it) or ``"MultiRZ"`` (they lower ``IsingZZ`` to it); None: neither.
         mpi_module: the compiled module whose MPI manager ``mpi=True`` needs (a Lightning build's); None: the
             device takes ``mpi`` as its own option, or refuses it by name.
+        adjoint_lowers: declared gates its capabilities mark not differentiable that its own adjoint preprocessing
+            lowers, where trainable, with PennyLane's decomposition, as the rules would: a circuit whose only such
+            gates are these, trainable, is left to it (lowering them in front cost 10% of a step of one-qubit
+            ``Rot`` circuits).
     """
 
     provider: str
@@ -67,6 +71,7 @@ class Backend:
     backprop: bool = False
     faster_zz: str | None = None
     mpi_module: str | None = None
+    adjoint_lowers: tuple[str, ...] = ()
 
     @property
     def auto_eligible(self) -> bool:

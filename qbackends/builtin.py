@@ -8,6 +8,9 @@ from .backend import Backend, RuleRegistration
 from .hookspecs import hookimpl
 
 _LIGHTNING = "pennylane_lightning/{0}/{0}.toml"
+# lightning.qubit's and lightning.kokkos' adjoint decomposes these itself where trainable, as PennyLane does (the
+# same gradients: tests/test_decompositions.py); the GPU builds, not checked on a GPU, still get them lowered in front.
+_LIGHTNING_ADJOINT_LOWERS = ("Rot", "CRot")
 NATIVE_INSTALL = "`pip install ./native` in a qbackends checkout (it compiles the simulators' kernels: a C++17 compiler)"
 
 BACKENDS = (
@@ -41,6 +44,7 @@ BACKENDS = (
     Backend(
         provider="pennylane",
         simulator="lightning.kokkos",
+        adjoint_lowers=_LIGHTNING_ADJOINT_LOWERS,
         device_name="lightning.kokkos",
         distribution="pennylane-lightning-kokkos",
         hardware="kokkos",
@@ -55,6 +59,7 @@ BACKENDS = (
     Backend(
         provider="pennylane",
         simulator="lightning.qubit",
+        adjoint_lowers=_LIGHTNING_ADJOINT_LOWERS,
         device_name="lightning.qubit",
         distribution="pennylane-lightning",
         hardware="cpu",

@@ -94,7 +94,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     fits = None if need is None or caps.max_wires is None or not caps.ok else args.wires <= caps.max_wires
     from .decompositions import build_ruleset
 
-    rules = build_ruleset(registry.rules(), backend.key, caps.operations).names
+    rules = build_ruleset(registry.rules(), backend, caps.operations).names
     report = {
         **caps.to_json(),
         "device": backend.device_string,

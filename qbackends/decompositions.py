@@ -2,7 +2,8 @@
 
 A device from ``get_device`` lowers, before its own preprocessing:
 - operators targeted by a rule (the backend's default rules and the user's), with those rules;
-- under adjoint differentiation, operators the device declares but cannot differentiate, and on a
+- under adjoint differentiation, operators the device declares but cannot differentiate (where every one is
+  trainable and its own adjoint lowers it alike, ``Backend.adjoint_lowers``, the circuit is left to it), and on a
   device that declares no differentiable gates, gates of several parameters (Rot, CRot, U3:
   PennyLane's adjoint gives wrong gradients past a fixed one).
 Everything else reaches the device untouched. Importing this module imports PennyLane.
@@ -36,7 +37,7 @@ from .errors import UnsupportedCircuitError, UnsupportedOptionError, shown
 from .operators import WRAPPERS as _WRAPPERS
 from .operators import pennylane_operator
 from .shiftrules import hadamard_refusal, method_name, misdifferentiated, misread_by_hadamard, refusal, shifted, standard_hadamard
-from .simbase.measured import refuse_unsampled
+from .simbase.measured import check_sampled
 
 # ---- default rules: same result, fewer passes over the state ------------------------------
 
@@ -278,6 +279,7 @@ class RuleSet:
         names: what ``qbackends probe`` shows.
         preferred: gates the default rules produce; they win ties in the graph (e.g. IsingZZ over
             a two-wire MultiRZ, both one pass) so the lowering is deterministic.
+        adjoint_lowers: declared non-differentiable gates the device's own adjoint lowers (``Backend.adjoint_lowers``).
     """
 
     fixed: Mapping[str, DecompositionRule]
@@ -285,6 +287,7 @@ class RuleSet:
     declared: DeclaredOperations
     names: tuple[str, ...]
     preferred: frozenset[str] = frozenset()
+    adjoint_lowers: frozenset[str] = frozenset()
 
     @property
     def targets(self) -> frozenset[str]:
@@ -320,18 +323,18 @@ class RuleSet:
 
 def build_ruleset(
     registrations: Iterable[RuleRegistration],
-    backend_key: str,
+    backend: Backend,
     declared: DeclaredOperations,
     user: Mapping[Any, Callable[..., Any]] | None = None,
     defaults: bool = True,
 ) -> RuleSet:
-    """Combine the registered rules for ``backend_key`` with the user's."""
+    """Combine the registered rules for ``backend`` with the user's."""
     alternatives: dict[str, list[DecompositionRule]] = {}
     names: list[str] = []
     preferred: set[str] = set()
     if defaults:
         for reg in registrations:
-            if reg.applies_to(backend_key):
+            if reg.applies_to(backend.key):
                 alternatives.setdefault(reg.operator, []).append(reg.rule)
                 names.append(reg.name or f"{reg.operator} -> {getattr(reg.rule, '__name__', 'rule')}")
                 preferred |= _outputs(reg)
@@ -342,11 +345,13 @@ def build_ruleset(
     fixed = {**exact, **user_fixed}
     for op in fixed:
         alternatives.pop(op, None)
+    left = frozenset(backend.adjoint_lowers)
     if declared.native and declared.adjoint_differentiable:
         names.append(
             f"adjoint: lower {len(set(declared.native) - set(declared.adjoint_differentiable))} declared non-differentiable operators"
+            + (f" ({', '.join(sorted(left))}: the device's own adjoint lowers them where trainable)" if left else "")
         )
-    return RuleSet(fixed, {k: tuple(v) for k, v in alternatives.items()}, declared, tuple(names), frozenset(preferred))
+    return RuleSet(fixed, {k: tuple(v) for k, v in alternatives.items()}, declared, tuple(names), frozenset(preferred), left)
 
 
 def _outputs(reg: RuleRegistration) -> set[str]:
@@ -464,20 +469,30 @@ def _plain_rule(op: Any, solution: Any) -> tuple[Any, str] | None:
 
 
 @qml.transform
-def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool) -> tuple[Any, Any]:
-    """Lower the operators ``ruleset`` targets with its rules, by graph decomposition."""
+def screen_and_lower(
+    tape: qml.tape.QuantumScript, *, device: str, ruleset: RuleSet | None, adjoint: bool
+) -> tuple[Any, Any]:
+    """A device's first preprocessing step: a sampled observable with no outcomes refused (lightning fails on it
+    untyped as it runs), then ``lowered`` by the device's rules, if it has any: one step, not two (each step of
+    PennyLane's pipeline costs about 20 µs an execution)."""
+    check_sampled(tape, device)
+    return (tape if ruleset is None else lowered(tape, ruleset, adjoint),), _identity
+
+
+def lowered(tape: qml.tape.QuantumScript, ruleset: RuleSet, adjoint: bool) -> qml.tape.QuantumScript:
+    """``tape`` with the operators ``ruleset`` targets lowered with its rules, by graph decomposition."""
     keep = ruleset.kept(adjoint)
-    if all(op.name in keep for op in tape.operations):
-        return (_rebindable(tape),), _identity
+    if all(op.name in keep or (adjoint and _left_to_device(op, ruleset)) for op in tape.operations):
+        return _rebindable(tape)
     lowering = ruleset.lowering(adjoint)
     trainable = tuple(tape.trainable_params)
     if (last := lowering.last) is not None and last[0] is tape and last[1] == trainable:
-        return (last[2],), _identity
+        return last[2]
     with qml.decomposition.toggle_graph_ctx(True), warnings.catch_warnings():
         warnings.simplefilter("ignore", DecompositionWarning)
         warnings.filterwarnings("ignore", message=".*GlobalPhase is not assumed to have a decomposition")
         try:
-            lowered = tape.copy(operations=lowering.operations(tape.operations))
+            result = tape.copy(operations=lowering.operations(tape.operations))
         except RecursionError:  # a rule whose result needs that rule again (a user's rule for RX that returns RX)
             users = sorted(name for name in ruleset.fixed if name not in exact_rules())
             raise UnsupportedCircuitError(
@@ -485,9 +500,15 @@ def apply_rules(tape: qml.tape.QuantumScript, *, ruleset: RuleSet, adjoint: bool
                 + (f" (the rules given for {', '.join(users)})." if users else "."),
                 "give each rule a result in other gates (a rule for RX must not return RX), or leave that rule out.",
             ) from None
-    _refuse_unlowerable(lowered, ruleset, adjoint)
-    lowering.last = (tape, trainable, _rebindable(lowered))
-    return (lowering.last[2],), _identity
+    _refuse_unlowerable(result, ruleset, adjoint)
+    lowering.last = (tape, trainable, _rebindable(result))
+    return lowering.last[2]
+
+
+def _left_to_device(op: Any, ruleset: RuleSet) -> bool:
+    """Whether the device's own adjoint lowers ``op`` (``Backend.adjoint_lowers``): lightning's lowers only an
+    operator with a trainable parameter (its stopping condition); a fixed one it keeps, and its adjoint then fails."""
+    return op.name in ruleset.adjoint_lowers and any(qml.math.requires_grad(d) for d in op.data)
 
 
 def _rebindable(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
@@ -572,7 +593,7 @@ def _with_rules(device_class: Any) -> type:
         supported = device_class.supports_derivatives(self, execution_config, circuit)
         if supported or circuit is None or self.qbackends_rules.is_empty():
             return supported
-        (circuit,), _ = apply_rules(circuit, ruleset=self.qbackends_rules, adjoint=_is_adjoint(execution_config))
+        circuit = lowered(circuit, self.qbackends_rules, _is_adjoint(execution_config))
         return device_class.supports_derivatives(self, execution_config, circuit)
 
     # Results as NumPy float64, never Python floats: PennyLane's torch interface turns a Python float
@@ -609,9 +630,8 @@ def _screened(device: Any, pipeline: Any, config: Any) -> Any:
     """``pipeline`` with, first, a shift rule's gradient that would be wrong or fail untyped refused (under "best"
     too, which takes one where the device has none), a sampled observable with no outcomes refused (lightning fails
     on it untyped as it runs), then the device's rules applied (where it has any)."""
-    if not device.qbackends_rules.is_empty():
-        pipeline.insert(0, BoundTransform(apply_rules, kwargs={"ruleset": device.qbackends_rules, "adjoint": _is_adjoint(config)}))
-    pipeline.insert(0, BoundTransform(refuse_unsampled, kwargs={"device": device.name}))
+    ruleset = None if device.qbackends_rules.is_empty() else device.qbackends_rules
+    pipeline.insert(0, BoundTransform(screen_and_lower, kwargs={"device": device.name, "ruleset": ruleset, "adjoint": _is_adjoint(config)}))
     if config is not None and shifted(config.gradient_method):
         kwargs = {"device": device.name, "method": method_name(config.gradient_method), "hadamard": standard_hadamard(config)}
         pipeline.insert(0, BoundTransform(refuse_misdifferentiated, kwargs=kwargs))

@@ -67,14 +67,14 @@ def build(request: Request, choice: Choice, context: Context) -> Any:
         declared = capabilities.declared_by_device(device)
     if request.decompositions:  # a user's rules (callables, by identity): combined for this device alone
         ruleset = rules.build_ruleset(
-            context.registry.rules(), choice.backend.key, declared, request.decompositions, request.default_decompositions
+            context.registry.rules(), choice.backend, declared, request.decompositions, request.default_decompositions
         )
     else:
         key = (choice.backend.key, declared, request.default_decompositions)
         ruleset = context.rulesets.get(key)
         if ruleset is None:
             ruleset = context.rulesets[key] = rules.build_ruleset(
-                context.registry.rules(), choice.backend.key, declared, None, request.default_decompositions
+                context.registry.rules(), choice.backend, declared, None, request.default_decompositions
             )
     context.registry.warn_of_refused_rules(choice.backend)
     return rules.attach(device, ruleset)

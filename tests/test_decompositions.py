@@ -9,6 +9,7 @@ from circuits import qaoa_qnode, random_params
 
 from qbackends import capabilities, get_device, get_registry
 from qbackends.device import facts_for
+from qbackends.decompositions import lowered
 from qbackends.errors import UnsupportedOptionError
 
 CPU_BACKENDS = ["lightning.qubit", "lightning.kokkos", "default.qubit"]
@@ -112,11 +113,27 @@ def test_adjoint_lowers_declared_non_differentiable_gates(backend):
     np.testing.assert_allclose(qml.grad(ours)(x), qml.grad(reference)(x), atol=1e-8, rtol=0)
 
 
-@pytest.mark.parametrize("backend", ["default.qubit", "fixture/lenient.qubit"])
+@pytest.mark.parametrize("backend", ["lightning.qubit", "lightning.kokkos"])
+def test_trainable_gates_a_backends_own_adjoint_lowers_are_left_to_it(backend):
+    """A circuit whose only non-differentiable gates are trainable Rot and CRot reaches lightning as it is
+    (``Backend.adjoint_lowers``): its adjoint lowers them as PennyLane does, so lowering them in front was work done
+    twice. A fixed one is lowered in front: lightning keeps it, and its adjoint then fails (next test)."""
+    rules = get_device(backend, wires=2).qbackends_rules
+    x, fixed = qml.numpy.array([0.1, 0.2, 0.3], requires_grad=True), qml.numpy.array([0.1, 0.2, 0.3], requires_grad=False)
+    trainable = qml.tape.QuantumScript([qml.Rot(*x, wires=0), qml.CRot(*x, wires=[0, 1])], [qml.expval(qml.Z(0))])
+    assert lowered(trainable, rules, adjoint=True) is trainable
+    assert [op.name for op in lowered(trainable, rules, adjoint=False).operations] == ["Rot", "CRot"]
+    mixed = qml.tape.QuantumScript([qml.Rot(*x, wires=0), qml.Rot(*fixed, wires=1)], [qml.expval(qml.Z(0))])
+    assert {op.name for op in lowered(mixed, rules, adjoint=True).operations} == {"RZ", "RY"}
+    assert "CRot, Rot: the device's own adjoint lowers them where trainable" in rules.names[-1]
+
+
+@pytest.mark.parametrize("backend", ["default.qubit", "fixture/lenient.qubit", "lightning.qubit", "lightning.kokkos"])
 def test_adjoint_lowers_fixed_gates_of_several_parameters_on_a_device_declaring_nothing(backend):
     """PennyLane 0.45's adjoint (default.qubit's) counts a fixed Rot's or CRot's parameters as one:
     the trainable angles before it got gradient 0 (a TorchLayer with frozen weights had zero input
-    gradients). Lowered first, they are the parameter-shift gradients."""
+    gradients). Lowered first, they are the parameter-shift gradients; lightning, which lowers them itself, gives
+    them too."""
 
     def frozen_gates(device, diff_method):
         @qml.qnode(device, diff_method=diff_method)

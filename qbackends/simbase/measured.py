@@ -67,13 +67,6 @@ def check_declared(tape: Any, device: str, declared: Mapping[str, Sequence[Execu
     check_sampled(tape, device)
 
 
-@qml.transform
-def refuse_unsampled(tape: Any, *, device: str) -> tuple[Any, Any]:
-    """``check_sampled`` as a preprocessing step (of every device ``get_device`` attaches rules to)."""
-    check_sampled(tape, device)
-    return (tape,), lambda results: results[0]
-
-
 def check_sampled(tape: Any, device: str) -> None:
     """Refuse, naming it and the shots, a sampled measurement of an observable with no diagonalizing gates (a
     ``SparseHamiltonian``): there are no outcomes to sample. default.qubit refuses it by the same rule; lightning
