@@ -110,8 +110,15 @@ def hardware_of(backend: Backend, facts: MachineFacts) -> str:
     return backend.hardware
 
 
-def evaluate(backend: Backend, facts: MachineFacts, precision: str = "c128", diff_method: str | None = "adjoint") -> Capabilities:
-    """The capabilities record of ``backend`` on the machine ``facts`` describes."""
+def evaluate(
+    backend: Backend,
+    facts: MachineFacts,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    construction_error: str | None = None,
+) -> Capabilities:
+    """The capabilities record of ``backend`` on the machine ``facts`` describes; ``construction_error``: why it failed
+    at construction in this process (a ``Context``'s ``build_failures``), if it did."""
     version = facts.distributions.get(backend.distribution)
     hardware = hardware_of(backend, facts)
     available, where, problem, fix = _hardware_check(hardware, facts)
@@ -131,7 +138,6 @@ def evaluate(backend: Backend, facts: MachineFacts, precision: str = "c128", dif
         ok = False
         reasons.append(threads)
         fixes.append(threads_fix)
-    construction_error = facts.device_errors.get(backend.device_name)
     if construction_error and ok:
         ok = False
         reasons.append(f"{backend.device_name} failed at construction: {construction_error}")

@@ -52,4 +52,9 @@ def calibration_candidates(context: Context | None = None) -> list[Backend]:
     """The runnable backends ``auto`` may take: what ``qbackends calibrate`` times by default."""
     context = context or get_context()
     facts = machine(context)
-    return [b for b in context.registry.backends.values() if b.auto_eligible and capabilities.evaluate(b, facts).ok]
+    failures = context.build_failures
+    return [
+        b
+        for b in context.registry.backends.values()
+        if b.auto_eligible and capabilities.evaluate(b, facts, construction_error=failures.get(b.device_name)).ok
+    ]

@@ -46,7 +46,6 @@ class MachineFacts:
     amd_gpus: tuple[GPU, ...] = ()
     amd_error: str = ""
     kokkos_space: str = ""  # "OpenMP", "Serial", "Threads", "CUDA", "HIP", or "" if not installed
-    device_errors: dict[str, str] = field(default_factory=dict)  # device_name -> construction error
     threads: dict[str, str] = field(default_factory=dict)  # the thread-count variables set here (THREAD_VARIABLES)
 
     def to_json(self) -> dict[str, Any]:

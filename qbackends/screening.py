@@ -7,7 +7,7 @@ Machine facts (``probe``), each backend's capabilities (``capabilities.evaluate`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,19 +31,14 @@ class Choice:
     capabilities: capabilities.Capabilities
 
 
-def facts_for(registry: Registry, failures: Mapping[str, str] | None = None) -> probe.MachineFacts:
-    """This machine's facts for the registered backends; ``failures`` (PennyLane device name -> why it failed at
-    construction: a context's ``build_failures``) among its device errors."""
-    dists = tuple(b.distribution for b in registry.backends.values())
-    facts = probe.machine_facts(dists)
-    if failures:
-        facts = probe.MachineFacts(**{**facts.__dict__, "device_errors": {**facts.device_errors, **failures}})
-    return facts
+def facts_for(registry: Registry) -> probe.MachineFacts:
+    """This machine's facts for the registered backends."""
+    return probe.machine_facts(tuple(b.distribution for b in registry.backends.values()))
 
 
 def machine(context: Context) -> probe.MachineFacts:
-    """``facts_for`` the context's registry, with the build failures it has seen."""
-    return facts_for(context.registry, context.build_failures)
+    """``facts_for`` the context's registry."""
+    return facts_for(context.registry)
 
 
 def requested_chain(request: Request, registry: Registry, facts: probe.MachineFacts) -> list[Backend]:
@@ -139,19 +134,21 @@ def screen(
     context: Context | None = None,
 ) -> tuple[list[Choice], list[QBackendsError]]:
     """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
-    the others do not.
+    the others do not: among them, those the context saw fail at construction (``Context.build_failures``).
 
     Raises:
         BackendUnavailableError, InsufficientMemoryError: when none of them does.
     """
+    context = context or get_context()
     fit: list[Choice] = []
     refusals: list[QBackendsError] = []
     for backend in chain:
-        caps = capabilities.evaluate(backend, facts, precision, diff_method)
+        failure = context.build_failures.get(backend.device_name)
+        caps = capabilities.evaluate(backend, facts, precision, diff_method, failure)
         if not caps.ok:
             refusals.append(BackendUnavailableError(f"{backend.device_string} cannot run here: {caps.reason}.", caps.fix))
         elif wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
-            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context or get_context()))
+            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context))
         else:
             fit.append(Choice(backend, caps))
             if not every:

@@ -15,7 +15,14 @@ FACTS = Path(__file__).parent / "facts"
 
 def recorded_facts(name: str) -> probe.MachineFacts:
     """Facts recorded on another machine (tests/facts/NAME.json)."""
-    return probe.MachineFacts.from_json(json.loads((FACTS / f"{name}.json").read_text()))
+    data = json.loads((FACTS / f"{name}.json").read_text())
+    data.pop("construction_errors", None)
+    return probe.MachineFacts.from_json(data)
+
+
+def recorded_failures(name: str) -> dict[str, str]:
+    """PennyLane device name -> why it failed at construction on that machine (what a ``Context`` records)."""
+    return json.loads((FACTS / f"{name}.json").read_text()).get("construction_errors", {})
 
 
 def builtin(simulator: str):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import builtin, recorded_facts
+from conftest import builtin, recorded_facts, recorded_failures
 
 import qbackends
 from qbackends import capabilities
+from qbackends.context import get_context
 from qbackends.errors import BackendUnavailableError, InsufficientMemoryError
 
 
@@ -20,7 +21,8 @@ def test_h200_runs_lightning_gpu_with_gpu_memory():
 
 
 def test_real_cuda_driver_error_makes_lightning_gpu_unavailable():
-    caps = capabilities.evaluate(builtin("lightning.gpu"), recorded_facts("cpu_with_gpu_package"))
+    failure = recorded_failures("cpu_with_gpu_package")["lightning.gpu"]
+    caps = capabilities.evaluate(builtin("lightning.gpu"), recorded_facts("cpu_with_gpu_package"), construction_error=failure)
     assert not caps.ok
     assert "CUDA driver version is insufficient for CUDA runtime version" in caps.reason
     assert "update the NVIDIA driver" in caps.fix
@@ -73,10 +75,12 @@ def test_auto_picks_gpu_only_for_large_circuits_on_h200():
 
 def test_auto_on_driver_broken_machine_falls_to_cpu():
     facts = recorded_facts("cpu_with_gpu_package")
+    get_context().build_failures.update(recorded_failures("cpu_with_gpu_package"))  # as the factory records them
     assert qbackends.choose("auto", 20, facts=facts).backend.simulator == "lightning.kokkos"
 
 
 def test_explicit_gpu_on_broken_driver_raises_the_real_reason():
+    get_context().build_failures.update(recorded_failures("cpu_with_gpu_package"))
     with pytest.raises(BackendUnavailableError, match="CUDA driver version is insufficient"):
         qbackends.choose("local:pennylane/lightning.gpu", 20, facts=recorded_facts("cpu_with_gpu_package"))
 
