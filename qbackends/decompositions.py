@@ -345,7 +345,7 @@ def build_ruleset(
     fixed = {**exact, **user_fixed}
     for op in fixed:
         alternatives.pop(op, None)
-    left = frozenset(backend.adjoint_lowers)
+    left = frozenset(backend.adjoint_lowers) - frozenset(fixed) - frozenset(alternatives)  # a rule for one is applied
     if declared.native and declared.adjoint_differentiable:
         names.append(
             f"adjoint: lower {len(set(declared.native) - set(declared.adjoint_differentiable))} declared non-differentiable operators"

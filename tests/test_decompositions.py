@@ -127,6 +127,12 @@ def test_trainable_gates_a_backends_own_adjoint_lowers_are_left_to_it(backend):
     assert {op.name for op in lowered(mixed, rules, adjoint=True).operations} == {"RZ", "RY"}
     assert "CRot, Rot: the device's own adjoint lowers them where trainable" in rules.names[-1]
 
+    def rot_as_rz_ry_rz(phi, theta, omega, wires):  # the user's rule for Rot is applied, left to no one
+        return [qml.RZ(phi, wires), qml.RY(theta, wires), qml.RZ(omega, wires)]
+
+    ruled = get_device(backend, wires=2, decompositions={"Rot": rot_as_rz_ry_rz}).qbackends_rules
+    assert [op.name for op in lowered(trainable, ruled, adjoint=True).operations][:3] == ["RZ", "RY", "RZ"]
+
 
 @pytest.mark.parametrize("backend", ["default.qubit", "fixture/lenient.qubit", "lightning.qubit", "lightning.kokkos"])
 def test_adjoint_lowers_fixed_gates_of_several_parameters_on_a_device_declaring_nothing(backend):
