@@ -124,18 +124,18 @@ def hamiltonian_300(spec: str):
     return zoo.vqe_template(get_device(spec, wires=12), qml.StronglyEntanglingLayers, 12, 2, 300)
 
 
-LOOPS = {
-    "barren-plateau, a new device per sample (4 wires, best)": (barren_plateau, 4),
-    "adaptive, 20 depths x 5 gradients (6 wires, adjoint)": (adaptive, 6),
-    "local cost, 1 - probs[0] (6 wires, best)": (local_cost, 6),
-    "re-uploading, 32 Rot circuits per step (1 wire, best)": (reuploading, 1),
-    "300-term Hamiltonian, StronglyEntanglingLayers (12 wires, adjoint)": (hamiltonian_300, 12),
+LOOPS = {  # the loop, its wires, and its rounds: one sample a round where the loop samples (the demo takes 200)
+    "barren-plateau, a new device per sample (4 wires, best)": (barren_plateau, 4, 25),
+    "adaptive, 20 depths x 5 gradients (6 wires, adjoint)": (adaptive, 6, ROUNDS),
+    "local cost, 1 - probs[0] (6 wires, best)": (local_cost, 6, ROUNDS),
+    "re-uploading, 32 Rot circuits per step (1 wire, best)": (reuploading, 1, ROUNDS),
+    "300-term Hamiltonian, StronglyEntanglingLayers (12 wires, adjoint)": (hamiltonian_300, 12, ROUNDS),
 }
 
 
 @pytest.mark.parametrize("loop", list(LOOPS))
 def test_auto_in_loops(benchmark, loop):
-    make, wires = LOOPS[loop]
+    make, wires, rounds = LOOPS[loop]
     group = f"auto in loops: {loop}"
     specs = [c.backend.device_string for c in auto_candidates(get_context(), wires, "c128", "adjoint")]
     steps, first = {}, {}
@@ -149,9 +149,11 @@ def test_auto_in_loops(benchmark, loop):
         except (QBackendsError, *PENNYLANE_ERRORS) as exc:
             record_note(group, spec, f"refused: {' '.join(str(exc).split())[:160]}")
     per_round: dict = {}
-    medians = interleaved_medians(benchmark, steps, rounds=ROUNDS, per_round=per_round)
+    medians = interleaved_medians(benchmark, steps, rounds=rounds, per_round=per_round)
     for spec, seconds in medians.items():
-        record_seconds(group, spec, seconds, f"first pass {first[spec]:.3g} s")
+        # one-time costs past the first pass (a new circuit family's trial): the rounds' time over their median
+        later = sum(max(t - seconds, 0.0) for t in per_round[spec].values())
+        record_seconds(group, spec, seconds, f"first pass {first[spec]:.3g} s, later rounds {later:.3g} s over the median")
     paired = auto_over_fastest(medians, per_round)
     assert paired is not None, f"auto or every backend failed: {group}"
     record_ratio(group, *paired)

@@ -24,7 +24,7 @@ from .calibration import Profile
 from .context import Context
 from .decisionstore import DecisionStore
 from .costs import (
-    DIAGONAL, Costs, ObservableKeys, Shape, as_run, predict, shape_of, shipped_model, stable_structure_key, structure_key,
+    DIAGONAL, Costs, ObservableKeys, Shape, as_run, predict, shape_of, shipped_model, structure_key,
 )  # fmt: skip
 from .devicestring import parse
 from .errors import (
@@ -434,6 +434,6 @@ def raise_refused(decision: Decision) -> None:
 
 __all__ = [
     "DIAGONAL", "Costs", "Decision", "ObservableKeys", "Shape", "as_run", "backprop_factor", "decide", "excluded",
-    "gradient_methods", "model", "predict", "ranked", "shape_of", "shipped_model", "stable_structure_key", "structure_key", "weighed",
+    "gradient_methods", "model", "predict", "ranked", "shape_of", "shipped_model", "structure_key", "weighed",
     "without_circuit",
 ]  # fmt: skip

@@ -25,7 +25,6 @@ from pennylane.transforms.core import BoundTransform
 
 from . import auto, decisionstore
 from .context import get_context
-from .decisionstore import plain
 from .decompositions import user_rules
 from .deviceoptions import GLOBAL_SEED_BOUND, accepts_option
 from .devicestring import AUTO, DeviceSpec
@@ -145,7 +144,7 @@ class AutoQubit(Device):
             (tuple(setup[0]), tuple(self.wires) if self.wires is not None else None, _frozen(self._build), expected_steps),
             {},
         )
-        self._setup = setup if plain(setup) else None  # what a stored decision's key says of this setup
+        self._setup = setup  # what a stored decision's key says of this setup
         self.expected_steps = expected_steps
         self.decisions: list[auto.Decision] = []
         self.last_choice: str | None = None
@@ -231,8 +230,7 @@ class AutoQubit(Device):
         """Decide for a circuit structure not seen on this setup: from the store, else from the model and a trial
         (within ``auto.trial_budget``), the circuit's family correcting the model; kept here and in the store."""
         check_sampled(circuit, self.name)  # no backend samples it: one line, not one per candidate
-        stable = None if self._setup is None else auto.stable_structure_key(circuit, trainable, config.gradient_method)
-        stored_key = None if stable is None else decisionstore.digest(self._setup, stable)
+        stored_key = decisionstore.stable_digest(self._setup, key)
         store = auto.store(self._context)
         if stored_key is not None and not revisit:
             stored = store.get(stored_key)

@@ -33,6 +33,8 @@ class Context:
             the family's circuits of about that size (``auto.family_member``).
         taken: (circuit family, its trainable observable data, backend key, build options) of each family member a
             backend's preprocessing and gradient took (``AutoQubit._takes``): asked once, not of every member.
+        screened: an ``auto`` setup (wires, options, exclusions, build failures, machine facts but the memory) -> the
+            backends that run it here (``screening.auto_candidates``), where memory is far from deciding.
         rulesets: (backend key, declared operations, defaults on) -> its decomposition rules without a user's
             own, combined once (``factory.build``): with them the graphs they solved, for every device of that backend.
         trial_seconds: what ``auto``'s trials have cost in this process.
@@ -48,6 +50,7 @@ class Context:
     families: dict[Any, dict[str, float]] = field(default_factory=dict)
     family_members: dict[Any, list[tuple[int, Any]]] = field(default_factory=dict)
     taken: set[Any] = field(default_factory=set)
+    screened: dict[Any, Any] = field(default_factory=dict)
     rulesets: dict[Any, Any] = field(default_factory=dict)
     trial_seconds: float = 0.0
     work_seconds: float = 0.0

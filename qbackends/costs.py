@@ -126,26 +126,12 @@ def _diagonal(op: Any) -> bool:
 
 def structure_key(tape: Any, trainable: Sequence[int], gradient: Any, observables: ObservableKeys) -> tuple[Any, ...]:
     """What makes two circuits the same for the decision: operations and wires, parameter shapes, measurements.
-    Computed on every execution, so kept cheap (tens of microseconds for a few hundred gates)."""
+    Computed on every execution, so kept cheap (tens of microseconds for a few hundred gates). A stored decision is
+    keyed by its digest (``decisionstore.stable_digest``): none where a part means something in this process only."""
     ops = tuple((op.name, op.wires.labels, tuple(getattr(d, "shape", ()) for d in op.data)) for op in tape.operations)
     measurements = tuple((type(m).__name__, m.wires.labels, observables.key(m.obs)) for m in tape.measurements)
-    return ops, measurements, tape.shots.total_shots, tuple(trainable), str(gradient)
-
-
-def stable_structure_key(tape: Any, trainable: Sequence[int], gradient: Any) -> tuple[Any, ...] | None:
-    """``structure_key`` in values that mean the same in every process (a stored decision's key): observables by
-    name, wires and a digest of their data; None where a part has no such form (a wire label that is an object,
-    a gradient function without a stable name). Computed once per new circuit structure."""
-    name = gradient if isinstance(gradient, str) or gradient is None else str(gradient)
-    if name is not None and " at 0x" in name:
-        return None
-    ops = [(op.name, list(op.wires.labels), [list(getattr(d, "shape", ())) for d in op.data]) for op in tape.operations]
-    try:
-        measurements = [(type(m).__name__, list(m.wires.labels), _stable_observable(m.obs)) for m in tape.measurements]
-    except Exception:  # noqa: BLE001 - data that cannot be read as numbers here (a traced value under jit): not stored
-        return None
-    key = (ops, measurements, tape.shots.total_shots, list(trainable), name)
-    return key if plain(key) else None
+    method = str(gradient)  # a transform by its name; a function by its address, which means nothing in another process
+    return ops, measurements, tape.shots.total_shots, tuple(trainable), ProcessOnly(method) if " at 0x" in method else method
 
 
 def _stable_observable(obs: Any) -> Any:
@@ -181,6 +167,13 @@ def _data_digest(data: Sequence[Any]) -> str:
     return digest.hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class ProcessOnly:
+    """A key part that means the same only within this process (PennyLane's hash of an observable)."""
+
+    value: Any
+
+
 class ObservableKeys:
     """An observable's key (name, wires, a digest of its data: ``_stable_observable``), kept while the observable
     lives: a Hamiltonian of many terms is read once, not on every execution (a user's circuit measures the same
@@ -198,7 +191,7 @@ class ObservableKeys:
         try:
             key = _frozen_list(_stable_observable(obs))  # by name, wires and a digest of its data: quicker than
         except Exception:  # noqa: BLE001 - (traced data)                    PennyLane's hash, which prints arrays
-            key = int(obs.hash)
+            key = ProcessOnly(obs.hash)
         try:
             ref = weakref.ref(obs)
         except TypeError:  # not weakly referable: read each time

@@ -71,6 +71,14 @@ def digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def stable_digest(*parts: Any) -> str | None:
+    """``digest``, or None where a part has no stable form (an object, compared by identity in this process)."""
+    try:
+        return digest(*parts)
+    except (TypeError, ValueError):  # ValueError: a container that holds itself
+        return None
+
+
 def _refuse(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} has no stable form")
 

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,11 @@ class MachineFacts:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def without_memory(self) -> tuple[Any, ...]:
+        """Every fact but the memory available (it changes from one read to the next), as a key."""
+        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "host_memory_available")
+        return tuple((name, tuple(sorted(v.items())) if isinstance(v, dict) else v) for name, v in values)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MachineFacts:

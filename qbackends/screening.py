@@ -22,6 +22,10 @@ from .request import Request, naming_source, parse_request
 
 log = logging.getLogger("qbackends")
 
+# auto's screening of a setup is kept (``Context.screened``) while every backend it took would still fit in 1/1024 of
+# the memory it had then: a new auto device of the same setup, one per sample in a loop, is not screened again.
+MEMORY_HEADROOM_WIRES = 10
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -84,9 +88,22 @@ def auto_candidates(
         BackendUnavailableError, InsufficientMemoryError: when none does (each one's reason is listed).
         UnsupportedOptionError: an excluded name that is not a device string.
     """
-    chain = auto.weighed(context.registry.backends.values(), wires, auto.excluded(also=exclude))
-    fit, _ = screen(chain, wires, precision, diff_method, ignore_memory, machine(context), every=True, context=context)
-    return fit
+    facts, skip = machine(context), auto.excluded(also=exclude)
+    key = (wires, precision, diff_method, ignore_memory, frozenset(skip), tuple(context.build_failures), facts.without_memory())
+    kept = context.screened.get(key)
+    if kept is not None:
+        return list(kept)
+    chain = auto.weighed(context.registry.backends.values(), wires, skip)
+    fit, refusals = screen(chain, wires, precision, diff_method, ignore_memory, facts, every=True, context=context)
+    if not any(isinstance(r, InsufficientMemoryError) for r in refusals) and all(_roomy(c, wires, ignore_memory) for c in fit):
+        context.screened[key] = fit
+    return list(fit)
+
+
+def _roomy(choice: Choice, wires: int | None, ignore_memory: bool) -> bool:
+    """Whether the memory available could fall ``MEMORY_HEADROOM_WIRES`` wires' worth before ``choice`` stopped fitting."""
+    most = choice.capabilities.max_wires
+    return ignore_memory or wires is None or most is None or wires + MEMORY_HEADROOM_WIRES <= most
 
 
 def choose(

@@ -292,3 +292,26 @@ def test_trials_are_not_counted_by_the_users_tracker():
     assert len(auto.decisions[0].measured) >= 2  # it did try (else this test says nothing)
     assert through_auto["executions"] >= 1
     assert through_auto == counted(get_device(auto.last_choice, wires=3))
+
+
+def test_a_new_auto_device_of_a_known_setup_sees_new_failures_exclusions_and_tight_memory(monkeypatch):
+    """Auto's screening of a setup is kept for its next devices (a loop builds one per sample), but never past what
+    could change the answer: a build failure recorded since, an exclusion, or memory that now decides."""
+    from qbackends import probe
+    from qbackends.context import get_context
+    from qbackends.screening import auto_candidates
+
+    context = get_context()
+    plain = ["local:pennylane/default.qubit"]  # (it refuses 20 wires for memory: a setup that is never kept)
+    keys = lambda wires: [c.backend.key for c in auto_candidates(context, wires, exclude=plain)]  # noqa: E731
+    assert "pennylane/lightning.qubit" in keys(4)
+    context.build_failures["lightning.qubit"] = "RuntimeError: recorded here"
+    assert "pennylane/lightning.qubit" not in keys(4)
+    del context.build_failures["lightning.qubit"]
+    monkeypatch.setenv("QBACKENDS_AUTO_EXCLUDE", "local:pennylane/lightning.qubit")
+    assert "pennylane/lightning.qubit" not in keys(4)
+    monkeypatch.delenv("QBACKENDS_AUTO_EXCLUDE")
+    assert "pennylane/lightning.qubit" in keys(20)  # 9 states of 16 MiB: 144 MiB
+    monkeypatch.setattr(probe, "host_memory_available", lambda: 128 << 20)
+    assert "pennylane/lightning.qubit" not in keys(20)
+    assert "pennylane/lightning.qubit" in keys(4)

@@ -296,3 +296,21 @@ def test_observables_that_differ_only_below_a_wrapper_have_different_keys():
     ]
     for a, b in pairs:
         assert keys.key(a) != keys.key(b), (a, b)
+
+
+def test_a_structure_is_stored_under_its_digest_only_where_every_part_means_the_same_in_another_process():
+    """A gradient transform by name and an observable by its data are stored; a gradient function (by its address)
+    and a wire label that is an object are kept in this process only."""
+    from qbackends.decisionstore import stable_digest
+
+    setup = (["pennylane/lightning.qubit"], [0, 1], {"precision": "c128"}, 100)
+
+    def key(tape, gradient):
+        return auto.structure_key(tape, [0], gradient, auto.ObservableKeys())
+
+    tape = qml.tape.QuantumScript([qml.RX(0.3, 0), qml.CNOT([0, 1])], [qml.expval(qml.Hermitian(np.eye(2), 1))])
+    assert stable_digest(setup, key(tape, "adjoint")) == stable_digest(setup, key(tape.copy(), "adjoint"))
+    assert stable_digest(setup, key(tape, qml.gradients.param_shift)) is not None
+    assert stable_digest(setup, key(tape, lambda t: t)) is None
+    labelled = tape.map_to_standard_wires().copy(operations=[qml.RX(0.3, object())])
+    assert stable_digest(setup, key(labelled, "adjoint")) is None
