@@ -125,7 +125,7 @@ def hamiltonian_300(spec: str):
 
 
 LOOPS = {  # the loop, its wires, and its rounds: one sample a round where the loop samples (the demo takes 200)
-    "barren-plateau, a new device per sample (4 wires, best)": (barren_plateau, 4, 25),
+    "barren-plateau, a new device per sample (4 wires, best)": (barren_plateau, 4, 50),
     "adaptive, 20 depths x 5 gradients (6 wires, adjoint)": (adaptive, 6, ROUNDS),
     "local cost, 1 - probs[0] (6 wires, best)": (local_cost, 6, ROUNDS),
     "re-uploading, 32 Rot circuits per step (1 wire, best)": (reuploading, 1, ROUNDS),

@@ -159,7 +159,8 @@ def backprop_factor(context: Context, key: str) -> float:
 
 def log_decision(decision: Decision, backend: Backend, precision: str = "c128") -> None:
     """One line the first time ``auto`` takes a backend for a circuit structure."""
-    log.info("qbackends: %s", decision.explain())
+    if log.isEnabledFor(logging.INFO):  # (explained only where it is logged: a loop of new circuits decides often)
+        log.info("qbackends: %s", decision.explain())
 
 
 def store(context: Context) -> DecisionStore:

@@ -3,7 +3,8 @@
 A decision is stored under a digest of what it depends on: the machine (``calibration.fingerprint``: package and
 backend versions, CPU, GPUs, cores), the thread-count variables, the auto device's setup (its candidates, wires and
 options) and the circuit's structure. A second run of the same script on the same machine reads the decision
-instead of trying the backends again. The folder is ``$QBACKENDS_DECISIONS``, else the user's cache directory
+instead of trying the backends again (a process lists the folder once, at its first lookup: what other processes
+store after that is seen by the next one). The folder is ``$QBACKENDS_DECISIONS``, else the user's cache directory
 (``~/.cache/qbackends/decisions``); ``QBACKENDS_DECISIONS=off`` keeps decisions in the process only.
 
 Each file is written atomically (``storage.atomic_write``), so concurrent processes see the old file or the new
@@ -114,6 +115,7 @@ class DecisionStore:
         self.root = root
         self.machine = digest(dict(machine))
         self._warned = False
+        self._names: set[str] | None = None  # the folder's files, listed at the first lookup
 
     def _usable(self) -> bool:
         if self.root is None:
@@ -133,6 +135,13 @@ class DecisionStore:
         """The decision stored under ``key`` for this machine; None when there is none, or it is unreadable."""
         if not self._usable():
             return None
+        if self._names is None:
+            try:
+                self._names = set(os.listdir(self.root))
+            except OSError:
+                self._names = set()
+        if self.path(key).name not in self._names:
+            return None  # not stored when this process first looked, nor by it since (a loop of new circuits asks often)
         try:
             fd = os.open(self.path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
@@ -176,6 +185,8 @@ class DecisionStore:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             if why_untrusted(self.root) is None:
                 atomic_write(self.path(key), lambda fh: fh.write(payload))
+                if self._names is not None:
+                    self._names.add(self.path(key).name)
                 _prune(self.root)
         except Exception as exc:  # noqa: BLE001 - storing is a saving, never a reason for the user's circuit to fail
             if not self._warned:
