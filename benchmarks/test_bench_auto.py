@@ -1,7 +1,9 @@
 """Issue: auto per circuit. Every zoo circuit (``zoo.py``) on every backend that runs it here, and on
 ``get_device("auto", wires=n)``, timed interleaved, with auto's time over the fastest backend's.
 
-One test per circuit: each backend builds the circuit through ``get_device`` and runs its first step
+One test per circuit, each as its own program (a demo is a script of its own): a new registry and context, so
+auto's decisions and the trials' share of the work start afresh, and a decision store of its own, so an earlier
+run's decisions are not reused. Each backend builds the circuit through ``get_device`` and runs its first step
 untimed (caches fill then; a first call over ``FIRST_CALL_LIMIT_S`` drops the backend), the
 results are checked against lightning.qubit's, and then every backend runs in turn round by round,
 so all of them share the machine's noise. Backends that cannot run here are noted with the probe's
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 import time
 import warnings
 
@@ -28,6 +31,7 @@ from conftest import auto_over_fastest, interleaved_medians, record_choice, reco
 
 from qbackends import QBackendsError, UnsupportedOptionError, capabilities, get_device, get_registry
 from qbackends.device import facts_for
+from qbackends.registry import reset_registry
 
 REFERENCE = "local:pennylane/lightning.qubit"
 FIRST_CALL_LIMIT_S = 30.0  # a first call (compilation included) longer than this drops the backend
@@ -187,6 +191,12 @@ def _plan(
 
 
 ZOO = [pytest.param(c.name, c.wires, id=c.name, marks=[pytest.mark.slow] if c.slow else []) for c in zoo.ZOO]
+
+
+@pytest.fixture(autouse=True)
+def own_program(monkeypatch):
+    monkeypatch.setenv("QBACKENDS_DECISIONS", tempfile.mkdtemp(prefix="qbackends-bench-decisions-"))
+    reset_registry()
 
 
 @pytest.mark.parametrize(("name", "wires"), ZOO)

@@ -226,6 +226,7 @@ class Decision:
     steps: int = 0  # steps run on it so far, and their device seconds (``revisit``)
     seconds: float = 0.0
     revisited: bool = False
+    untried: bool = False  # close contenders were left untried (the trials' share of the work was spent): not stored
     derivatives: dict[Any, bool] = field(default_factory=dict, repr=False, compare=False)
     # gradient method -> whether the backend differentiates this structure by it (``AutoQubit._differentiates``)
 
@@ -342,6 +343,7 @@ def decide(
     cheap = best * (TIMED_ROUNDS + 1) * 2 < min(budget, TRIAL_BUDGET_SECONDS)
     contenders = [k for k in order if close(k) or (not math.isfinite(predicted[k]) and cheap)]
     if measure is None or len(contenders) < 2 or budget <= 0:
+        decision.untried = measure is not None and len(contenders) >= 2
         return _first_accepted(decision, order, accepts)
     return _tried(decision, order, contenders, measure, accepts, steps, min(budget, TRIAL_BUDGET_SECONDS))
 

@@ -294,7 +294,7 @@ class AutoQubit(Device):
         self._keep(key, decision, circuit, trainable, config)
         members = self._context.family_members.setdefault(family, [])
         members[:] = [m for m in members if m[0] != gates] + [(gates, decision)]
-        if stored_key is not None:
+        if stored_key is not None and not decision.untried:  # an untried close call is tried by a later process
             store.put(stored_key, decision.backend, decision.predicted, decision.measured, decision.refused, shape,
                       shape.describe())
         auto.log_decision(decision, self._registry.backends[decision.backend], precision)
@@ -325,13 +325,14 @@ class AutoQubit(Device):
         return True
 
     def _keep(self, key: Any, decision: auto.Decision, circuit: Any, trainable: list[int], config: ExecutionConfig) -> None:
-        """Keep ``decision`` for its structure; under "best", also for the gradient transform PennyLane runs where the
-        chosen backend has no gradient of its own for the circuit (PennyLane asks again with that transform)."""
+        """Keep ``decision`` for its structure; under "best" or a method PennyLane runs as a transform ("parameter-shift"),
+        also for the gradient transform PennyLane runs where the chosen backend has no gradient of its own for the
+        circuit (PennyLane asks again with that transform, for the step the trial timed)."""
         self._decisions[key] = decision
-        if config.gradient_method == "best":
-            if not self._differentiates(decision, config, circuit):
-                shifted = _TRANSFORMS["best"]()
-                self._decisions[auto.structure_key(circuit, trainable, shifted, self._observables)] = decision
+        method = config.gradient_method
+        if isinstance(method, str) and method in _TRANSFORMS and not self._differentiates(decision, config, circuit):
+            shifted = _TRANSFORMS[method]()
+            self._decisions[auto.structure_key(circuit, trainable, shifted, self._observables)] = decision
 
     def _runs(
         self, config: ExecutionConfig, circuit: Any, shape: auto.Shape, keys: list[str]

@@ -157,7 +157,9 @@ def test_a_decision_made_by_another_setup_is_not_taken(tmp_path, monkeypatch):
     assert "stored" not in dev.decisions[-1].source
 
 
-def test_trials_stop_when_they_would_exceed_their_share_of_the_work(monkeypatch):
+def test_trials_stop_when_they_would_exceed_their_share_of_the_work(tmp_path, monkeypatch):
+    folder = tmp_path / "decisions"
+    monkeypatch.setenv("QBACKENDS_DECISIONS", str(folder))
     dev = get_device("auto", wires=4)
     _step(dev)
     assert dev.decisions[-1].measured  # the first decision is tried within the allowance
@@ -165,7 +167,8 @@ def test_trials_stop_when_they_would_exceed_their_share_of_the_work(monkeypatch)
     assert context.trial_seconds > 0 and context.work_seconds > 0
     context.trial_seconds = auto.TRIAL_ALLOWANCE + auto.WORK_SHARE * context.work_seconds + 1.0
     _step(dev, wires=3)  # a new structure, with the share spent: decided on predictions
-    assert not dev.decisions[-1].measured
+    assert not dev.decisions[-1].measured and dev.decisions[-1].untried
+    assert len(list(folder.glob("*.decision.json"))) == 1  # and not stored: the next process tries it
     context.work_seconds += (context.trial_seconds + 10) / auto.WORK_SHARE  # much work since: trials again
     _step(dev, wires=2)
     assert dev.decisions[-1].measured
@@ -314,3 +317,20 @@ def test_a_structure_is_stored_under_its_digest_only_where_every_part_means_the_
     assert stable_digest(setup, key(tape, lambda t: t)) is None
     labelled = tape.map_to_standard_wires().copy(operations=[qml.RX(0.3, object())])
     assert stable_digest(setup, key(labelled, "adjoint")) is None
+
+
+def test_parameter_shift_is_decided_once_for_the_transform_pennylane_runs():
+    """PennyLane asks the auto device about "parameter-shift", then runs the transform: one decision, the tried one."""
+    dev = get_device("auto", wires=3)
+
+    @qml.qnode(dev, diff_method="parameter-shift")
+    def circuit(x):
+        qml.RX(x[0], wires=0)
+        qml.CNOT(wires=[0, 1])
+        qml.RY(x[1], wires=1)
+        return qml.expval(qml.PauliZ(1))
+
+    x = qml.numpy.array([0.1, 0.2], requires_grad=True)
+    assert np.allclose(qml.grad(circuit)(x), [-np.sin(0.1) * np.cos(0.2), -np.cos(0.1) * np.sin(0.2)])
+    qml.grad(circuit)(x)
+    assert len({id(d) for d in dev.decisions}) == 1 and dev.decisions[0].measured
