@@ -199,3 +199,33 @@ def test_qaoa_p6_energy_at_28_qubits(benchmark):
     for name, seconds in medians.items():
         record_seconds("qaoa p=6 energy: 28 nodes", name, seconds, f"QOKit x{QOKIT_P6_28_SECONDS / seconds:.2f} (48 cores, c128)")
     record_note("qaoa p=6 energy: 28 nodes", "QOKit", f"{QOKIT_P6_28_SECONDS} s published, not run here")
+
+
+@pytest.mark.parametrize("nodes", [22, pytest.param(26, marks=pytest.mark.slow)])
+def test_run_qaoa_default_formulation_against_the_qml_qaoa_form(benchmark, nodes):
+    """``qbackends run qaoa``'s circuit (``qaoa.energy_function``, the default formulation) against the ``qml.qaoa``
+    form of the same run on fused.qubit, c128 and c64: state passes a value + gradient step makes, and its time."""
+    graph = qaoa.random_graph(nodes, 3 * nodes // 2, 1967)
+    params = qml.numpy.array(np.random.default_rng(1).uniform(0, 1, (2, 2)), requires_grad=True)
+    steps, passes, values = {}, {}, {}
+    for precision in ("c128", "c64"):
+        device = get_device(FUSED, wires=nodes, precision=precision)
+        for formulation in ("fast", "qml.qaoa"):
+            name = f"{_name(precision)}: {'run qaoa default' if formulation == 'fast' else 'qml.qaoa form'}"
+            step = qml.grad(qaoa.energy_function(device, graph, 2, formulation))
+            with qml.Tracker(device) as tracker:
+                step(params)
+            passes[name] = tracker.totals["bytes_moved"] / (2 * AMPLITUDE_BYTES[precision] * 2**nodes)
+            values[name] = float(qaoa.energy_function(device, graph, 2, formulation)(params))
+            steps[name] = lambda step=step: step(params)
+    exact = [v for n, v in values.items() if " c64" not in n]
+    assert max(exact) - min(exact) < 1e-10, values
+    benchmark.group = f"run qaoa default formulation, {nodes} nodes"
+    medians = interleaved_medians(benchmark, steps, rounds=5 if nodes <= 22 else 2, consecutive=3)
+    benchmark.extra_info.update(medians=medians, state_passes=passes)
+    for name, seconds in medians.items():
+        form = name.replace("run qaoa default", "qml.qaoa form")
+        record_seconds(
+            f"run qaoa formulation: {nodes} nodes", name, seconds,
+            f"{passes[name]:.1f} state passes; x{seconds / medians[form]:.2f} of the qml.qaoa form's time",
+        )

@@ -378,6 +378,10 @@ class AutoQubit(Device):
 
         return measure
 
+    def declares(self, operation: str) -> bool:
+        """Whether a backend this device may take declares ``operation`` native (runs it as one operation)."""
+        return any(operation in choice.capabilities.operations.native for choice in self._choices.values())
+
     def backend_for(self, circuit: Any, gradient_method: str | None = "adjoint", interface: str = "auto") -> Any:
         """The backend's device ``auto`` takes for ``circuit`` (a tape), deciding now if it has not yet.
 

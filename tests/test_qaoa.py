@@ -78,6 +78,25 @@ def test_fast_formulation_equals_qml_qaoa_circuit(weighted):
         assert np.allclose(qml.matrix(cost_h, wire_order=range(8)), qml.matrix(qaoa.cost_hamiltonian(graph), wire_order=range(8)))
 
 
+def test_the_fast_formulation_runs_whole_layers_where_the_device_declares_them_with_the_same_energy_and_gradient():
+    """On fused.qubit (and auto, which may take it) each layer is one ``ApproxTimeEvolution``, differentiated in one
+    sweep; on lightning, which would lower it on every execution, each term is its own gate. Same numbers."""
+    from qbackends import get_device
+
+    graph = qaoa.Graph(8, tuple((u, v, 0.5 + (u * v) % 3) for u, v, _ in qaoa.random_graph(8, 12, 1967).edges))
+    params = qml.numpy.array(np.random.default_rng(5).uniform(0, np.pi, (2, 3)), requires_grad=True)
+    results, kinds = {}, {}
+    for spec in ("local:qbackends/fused.qubit", "auto", "local:pennylane/lightning.qubit"):
+        energy = qaoa.energy_function(get_device(spec, wires=8), graph, 3)
+        kinds[spec] = {op.name for op in qml.tape.make_qscript(energy.ansatz)(params).operations} - {"Hadamard"}
+        results[spec] = (energy(params), qml.grad(energy)(params))
+    assert kinds["local:qbackends/fused.qubit"] == kinds["auto"] == {"ApproxTimeEvolution"}
+    assert kinds["local:pennylane/lightning.qubit"] == {"IsingZZ", "RX"}
+    value, gradient = results["local:pennylane/lightning.qubit"]
+    for spec, (v, g) in results.items():
+        assert abs(v - value) < 1e-10 and np.allclose(g, gradient, atol=1e-10, rtol=0), spec
+
+
 def test_lightning_qubit_and_kokkos_give_the_same_run():
     config = qaoa.Config(nodes=8, edges=12, iterations=12)
     a = qaoa.run(config, "local:pennylane/lightning.qubit")

@@ -1,8 +1,11 @@
 """QAOA's circuit: the cost Hamiltonian, the ansatz in its two formulations, and the energy as a QNode.
 
-The circuit is the Braket example's (``qml.qaoa`` cost and mixer layers) in its fastest exact form:
-each cost term exp(-iγ w/2 Z_uZ_v) is ``IsingZZ(γ w)`` and each mixer term exp(-iα X) is ``RX(2α)``,
-one pass over the state each. Energies equal the ``qml.qaoa`` circuit's (tests check 1e-9).
+The circuit is the Braket example's (``qml.qaoa`` cost and mixer layers) in its fastest exact form for the
+device: on a device that runs a whole layer as one operation (``ApproxTimeEvolution`` declared native, as
+fused.qubit does), each layer is one, with one parameter, which the device's adjoint differentiates in one sweep;
+elsewhere each cost term exp(-iγ w/2 Z_uZ_v) is ``IsingZZ(γ w)`` and each mixer term exp(-iα X) is ``RX(2α)``,
+one pass over the state each (a layer would be lowered to those on every execution). Energies equal the
+``qml.qaoa`` circuit's (tests check 1e-9).
 """
 
 from __future__ import annotations
@@ -51,12 +54,24 @@ def calibration_step(device_string: str, wires: int) -> Callable[[], Any]:
     return lambda: run(params)
 
 
-def _measured(graph: Graph, layers: int, formulation: str) -> tuple[Callable[[Any], Any], float]:
+LAYER = "ApproxTimeEvolution"  # what qml.qaoa.cost_layer and mixer_layer are
+
+
+def runs_layers(device: Any) -> bool:
+    """Whether ``device`` runs a QAOA layer (``LAYER``) as one operation: its declared native operations say, or for
+    the auto device, those of a backend it may take."""
+    from ...capabilities import declared_by_device  # (the CLI imports this module before PennyLane)
+
+    declares = getattr(device, "declares", None)  # the auto device's
+    return bool(declares(LAYER)) if callable(declares) else LAYER in declared_by_device(device).native
+
+
+def _measured(graph: Graph, layers: int, formulation: str, layered: bool = False) -> tuple[Callable[[Any], Any], float]:
     """The energy's quantum function of params[2, layers] (it returns the expectation it measures) and the
     constant added to that expectation."""
     import pennylane as qml
 
-    ansatz = circuit(graph, layers, formulation)
+    ansatz = circuit(graph, layers, formulation, layered)
     if formulation == "fast":
         observable, offset = zz_hamiltonian(graph), -0.5 * sum(w for *_, w in graph.edges)
     else:
@@ -69,36 +84,51 @@ def _measured(graph: Graph, layers: int, formulation: str) -> tuple[Callable[[An
     return expectation, offset
 
 
-def energy_tape(graph: Graph, layers: int, params: Any, formulation: str = "fast") -> Any:
-    """The energy's circuit at ``params`` as a tape: what a device is asked about before a QNode is made on it."""
+def energy_tape(graph: Graph, layers: int, params: Any, formulation: str = "fast", layered: bool = False) -> Any:
+    """The energy's circuit at ``params`` as a tape: what a device is asked about before a QNode is made on it
+    (``layered``: as ``energy_function`` makes it for a device that ``runs_layers``)."""
     import pennylane as qml
 
-    return qml.tape.make_qscript(_measured(graph, layers, formulation)[0])(params)
+    return qml.tape.make_qscript(_measured(graph, layers, formulation, layered)[0])(params)
 
 
 def energy_function(device: Any, graph: Graph, layers: int, formulation: str = "fast", diff_method: str = "adjoint") -> Any:
     """⟨H_C⟩ as a differentiable function of params[2, layers] on ``device``.
 
     The fast formulation measures only the ZZ terms and adds H_C's constant -Σw/2 classically: one
-    pass less over the state in the expectation and in the adjoint. ``energy.qnode`` is the QNode,
-    ``energy.ansatz`` the circuit.
+    pass less over the state in the expectation and in the adjoint; its layers are whole where the device
+    ``runs_layers``. ``energy.qnode`` is the QNode, ``energy.ansatz`` the circuit.
     """
     import pennylane as qml
 
-    measured, offset = _measured(graph, layers, formulation)
+    layered = formulation == "fast" and runs_layers(device)
+    measured, offset = _measured(graph, layers, formulation, layered)
     expectation = qml.qnode(device, diff_method=diff_method)(measured)
 
     def energy(params: Any) -> Any:
         return expectation(params) + offset
 
     energy.qnode = expectation  # type: ignore[attr-defined]
-    energy.ansatz = circuit(graph, layers, formulation)  # type: ignore[attr-defined]
+    energy.ansatz = circuit(graph, layers, formulation, layered)  # type: ignore[attr-defined]
     return energy
 
 
-def circuit(graph: Graph, layers: int, formulation: str = "fast") -> Callable[[Any], None]:
-    """The QAOA ansatz as a quantum function of params[2, layers] (γ row, α row)."""
+def circuit(graph: Graph, layers: int, formulation: str = "fast", layered: bool = False) -> Callable[[Any], None]:
+    """The QAOA ansatz as a quantum function of params[2, layers] (γ row, α row); ``layered``: the fast formulation's
+    layers whole, one parameter each (for a device that ``runs_layers``)."""
     import pennylane as qml
+
+    if formulation == "fast" and layered:
+        cost_h, mixer_h = zz_hamiltonian(graph), qml.qaoa.x_mixer(range(graph.nodes))
+
+        def fast_layers(params: Any) -> None:
+            for wire in range(graph.nodes):
+                qml.Hadamard(wire)
+            for layer in range(layers):
+                qml.ApproxTimeEvolution(cost_h, params[0][layer], 1)  # Π IsingZZ(γ w): its terms commute
+                qml.ApproxTimeEvolution(mixer_h, params[1][layer], 1)  # Π RX(2α)
+
+        return fast_layers
 
     if formulation == "qml.qaoa":
         cost_h = cost_hamiltonian(graph)

@@ -14,7 +14,7 @@ from ...errors import WorkloadInputError
 from ...gradients import check as check_gradient
 from ...workloaddevices import qaoa_device as workload_device  # the device this QAOA run uses
 from . import checkpoint as checkpoints
-from .ansatz import energy_function, energy_tape
+from .ansatz import energy_function, energy_tape, runs_layers
 from .checkpoint import Progress
 from .config import Config
 from .graph import Graph, random_graph, read_edge_list
@@ -64,7 +64,7 @@ def run(
     ranks = shared.size if shared is not None else None
     writes = shared is None or shared.rank == 0
     start_params = pnp.array(initial_params(config), requires_grad=True)
-    tape = energy_tape(graph, config.layers, start_params, config.formulation)
+    tape = energy_tape(graph, config.layers, start_params, config.formulation, runs_layers(dev))
     check_gradient(dev, tape, config.diff_method, "autograd", _option)
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
