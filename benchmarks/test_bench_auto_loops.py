@@ -70,7 +70,7 @@ def adaptive(spec: str):
 
             @qml.qnode(dev, diff_method="adjoint")
             def circuit(params):
-                for layer in range(depth):
+                for layer in range(len(params)):  # (depth rows)
                     for w in range(wires):
                         qml.RY(params[layer, w], wires=w)
                     for w in range(wires - 1):

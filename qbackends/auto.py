@@ -17,15 +17,24 @@ import os
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import calibration, decisionstore, probe
 from .backend import Backend
 from .calibration import Profile
 from .context import Context
-from .decisionstore import DecisionStore
 from .costs import (
-    DIAGONAL, Costs, ObservableKeys, Shape, as_run, predict, shape_of, shipped_model, structure_key,
-)  # fmt: skip
+    DIAGONAL,
+    Costs,
+    ObservableKeys,
+    Shape,
+    as_run,
+    predict,
+    shape_of,
+    shipped_model,
+    structure_key,
+)
+from .decisionstore import DecisionStore
 from .devicestring import parse
 from .errors import (
     BackendUnavailableError,

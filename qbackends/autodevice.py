@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np

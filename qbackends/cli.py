@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import capabilities, devicestring
-from .screening import facts_for
 from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report
 from .registry import get_registry
 from .scoped import environment, log_lines_shown
+from .screening import facts_for
 
 
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], width: int | None = None) -> str:

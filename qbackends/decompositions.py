@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 import pennylane as qml
-from pennylane.decomposition import DecompositionRule, gate_sets, resource_rep
-from pennylane.exceptions import DecompositionWarning
-from pennylane.transforms.core import BoundTransform
 
 # PennyLane 0.45's own steps of qml.transforms.decompose (pinned <0.46), taken apart so that the graph it
 # solves is solved once per device and set of operators rather than on every execution.
 from pennylane.allocation import Allocate, Deallocate
+from pennylane.decomposition import DecompositionRule, gate_sets, resource_rep
 from pennylane.decomposition.reconstruct import decomps_use_reconstructor
+from pennylane.exceptions import DecompositionWarning
 from pennylane.templates import SubroutineOp
+from pennylane.transforms.core import BoundTransform
 from pennylane.transforms.decompose import _construct_and_solve_decomp_graph, _operator_decomposition_gen, _resolve_gate_set
 
 from .backend import Backend, RuleRegistration

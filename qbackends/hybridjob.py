@@ -356,8 +356,8 @@ def resolve_device(spec: str) -> str:
     Raises:
         QBackendsError: for a bad or unknown string, or a backend that cannot run here.
     """
-    from .screening import choose
     from .devicestring import AUTO_STRING, parse
+    from .screening import choose
 
     if parse(spec).is_auto:
         choose(spec)  # something runs here at all

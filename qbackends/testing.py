@@ -110,9 +110,9 @@ def check_backend(
         raise_on_failure: raise ``ConformanceError`` when a check fails (else return the report).
     """
     from . import capabilities
-    from .screening import facts_for
     from .devicestring import parse
     from .registry import get_registry
+    from .screening import facts_for
 
     report = Report(device_string)
     registry = get_registry()

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from . import auto
-from .devicestring import parse
 from .device import get_device
+from .devicestring import parse
 from .registry import get_registry
 from .request import requested_spec
 from .screening import choose

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pennylane as qml
-import pytest
 
 from qbackends import auto, get_device, get_registry, registry
 from qbackends.cli import main

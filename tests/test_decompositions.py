@@ -8,8 +8,8 @@ import pytest
 from circuits import qaoa_qnode, random_params
 
 from qbackends import capabilities, get_device, get_registry
-from qbackends.device import facts_for
 from qbackends.decompositions import lowered
+from qbackends.device import facts_for
 from qbackends.errors import UnsupportedOptionError
 
 CPU_BACKENDS = ["lightning.qubit", "lightning.kokkos", "default.qubit"]

@@ -17,7 +17,16 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
 
-from ..shiftrules import hadamard_refusal, method_name, misread_by_hadamard, no_shift_rule, refusal, shifted, standard_hadamard, unshiftable
+from ..shiftrules import (
+    hadamard_refusal,
+    method_name,
+    misread_by_hadamard,
+    no_shift_rule,
+    refusal,
+    shifted,
+    standard_hadamard,
+    unshiftable,
+)
 from .measured import check_declared, refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from qbackends import auto, devicestring, launchers, probe
 from qbackends.calibration import load_profile, profile_path
 from qbackends.capabilities import kokkos_threads_problem
-from qbackends.request import DEVICE_ENV_VARS, device_string_from_env, parse_request, requested_spec
-from qbackends.screening import facts_for, requested_chain
 from qbackends.errors import DeviceStringError, EnvironmentSettingError, QBackendsError, UnknownBackendError
 from qbackends.hybridjob import JobEnvironment
 from qbackends.registry import build_registry, get_registry, reset_registry
+from qbackends.request import DEVICE_ENV_VARS, device_string_from_env, parse_request, requested_spec
+from qbackends.screening import facts_for, requested_chain
 
 from . import budget
 from .sandbox import USER_FILES, check_files, check_outcome, run, sandbox, snapshot
