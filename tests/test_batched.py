@@ -281,3 +281,30 @@ def test_the_tracker_counts_each_batch_as_pennylanes_devices_do():
     with qml.Tracker(device) as tracker:
         circuit()
     assert tracker.history["batches"] == [1] and tracker.history["executions"] == [1]
+
+
+def test_a_vjp_reuses_the_forward_run_only_of_the_same_gates_at_the_same_parameters():
+    """A training step's backward pass asks for the VJP of the circuits its forward pass just ran: their final states
+    are reused. Another angle, another gate or other settings (a controlled gate's base) are run afresh."""
+    from pennylane.devices import ExecutionConfig
+
+    def tape(angle, gate=qml.RY, base=qml.PauliX):
+        ops = [qml.RX(np.array([0.1, 0.2, 0.3]), wires=0), gate(angle, wires=1), qml.ctrl(base(1), control=0)]
+        script = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0) @ qml.Z(1)), qml.probs(wires=[1])])
+        script.trainable_params = [0, 1]
+        return script
+
+    config = ExecutionConfig(gradient_method="adjoint", use_device_jacobian_product=True, grad_on_execution=False)
+    cotangent = [(np.array([1.0, -0.5, 0.25]), np.array([[0.3, -0.2]] * 3))]
+    for forward, backward in [
+        (tape(0.4), tape(0.4)),
+        (tape(0.4), tape(0.5)),
+        (tape(0.4), tape(0.4, qml.RZ)),
+        (tape(0.4), tape(0.4, base=qml.PauliY)),
+    ]:
+        dev, fresh = BatchedQubit(wires=2), BatchedQubit(wires=2)
+        dev.execute((forward,), config)
+        reused = dev.compute_vjp((backward,), cotangent, config)
+        expected = fresh.compute_vjp((backward,), cotangent, config)
+        assert all(np.allclose(a, b, atol=1e-14, rtol=0) for a, b in zip(reused[0], expected[0], strict=True))
+        assert (dev._again(backward) is not None) == (backward is forward or forward.operations == backward.operations)

@@ -12,6 +12,7 @@ what PennyLane computes of a state (reduced density matrices, entropies, purity,
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,37 @@ from ..simbase.measured import variances_as_expectations
 from ..simbase.measurements import by_pennylane, marginal_index, probabilities
 from . import kernels
 from .program import NAME, Program, is_native, lower, pauli_terms
+
+KEPT_STATE_BYTES = 64 << 20  # an execution's final states kept for its VJP up to this size
+
+
+def _same_operations(ours: Any, theirs: Any) -> bool:
+    """Whether two operation lists are the same gates on the same wires with the same parameters: exactly, and only
+    where each gate's settings are plain values (otherwise: not known to be the same)."""
+    if len(ours) != len(theirs):
+        return False
+    for a, b in zip(ours, theirs, strict=True):
+        if type(a) is not type(b) or a.wires != b.wires or len(a.data) != len(b.data):
+            return False
+        if (a.hyperparameters or b.hyperparameters) and not _same_setting(a.hyperparameters, b.hyperparameters):
+            return False
+        for x, y in zip(a.data, b.data, strict=True):
+            if not np.array_equal(qml.math.toarray(x), qml.math.toarray(y)):
+                return False
+    return True
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    """Equal gate settings: plain values, wires, operators (a controlled gate's base) and containers of them."""
+    if isinstance(a, (str, int, float, bool, type(None), qml.wires.Wires)):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_setting(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same_setting(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, qml.operation.Operator):
+        return isinstance(b, qml.operation.Operator) and _same_operations([a], [b])
+    return False
 
 
 def _pauli(obs: Any) -> bool:
@@ -53,6 +85,7 @@ class BatchedQubit(SimulatorDevice):
 
     def __init__(self, wires: Any = None) -> None:
         super().__init__(wires=wires)
+        self._executed: list[Run] = []  # the last execution's runs, for a VJP of the same circuits (``_again``)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         pipeline = super().preprocess_transforms(execution_config)
@@ -85,12 +118,24 @@ class BatchedQubit(SimulatorDevice):
     # ---- execution --------------------------------------------------------------------------
 
     def execute(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        results = tuple(self._run(tape).results() for tape in circuits)
+        runs = [self._run(tape) for tape in circuits]
+        results = tuple(run.results() for run in runs)
+        kept = sum(run.states.nbytes for run in runs) <= KEPT_STATE_BYTES
+        self._executed = runs if kept and execution_config is not None and execution_config.use_device_jacobian_product else []
         self._track(batches=1, batch_len=len(circuits))
         return results
 
     def compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
-        return self._vjps([self._run(tape) for tape in circuits], cotangents)
+        return self._vjps([self._again(tape) or self._run(tape) for tape in circuits], cotangents)
+
+    def _again(self, tape: Any) -> Run | None:
+        """The last execution's run of the same operations at the same parameters, for ``tape``'s measurements: a
+        training step's backward pass asks for the VJP of the circuits its forward pass just ran (as new tapes)."""
+        for run in self._executed:
+            if _same_operations(run.tape.operations, tape.operations):
+                self._track_tape(tape, batch_len=run.batch)
+                return run.measuring(tape)
+        return None
 
     def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
         runs = [self._run(tape) for tape in circuits]  # one forward pass each, for the values and the VJP
@@ -129,6 +174,12 @@ class Run:
             self.params[:, slot] = np.real(qml.math.toarray(values[index]))
         self.states = initial_states(self.batch, len(self.wires))
         kernels.forward(self.states, self.program.ops, self.program.groups, self.params, self.program.matrices)
+
+    def measuring(self, tape: Any) -> Run:
+        """This run's final states, measured as ``tape`` measures them (``tape``'s operations are this run's)."""
+        run = copy.copy(self)
+        run.tape = tape
+        return run
 
     def results(self) -> Any:
         values = [self._measure(m) for m in self.tape.measurements]
