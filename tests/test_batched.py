@@ -308,3 +308,22 @@ def test_a_vjp_reuses_the_forward_run_only_of_the_same_gates_at_the_same_paramet
         expected = fresh.compute_vjp((backward,), cotangent, config)
         assert all(np.allclose(a, b, atol=1e-14, rtol=0) for a, b in zip(reused[0], expected[0], strict=True))
         assert (dev._again(backward) is not None) == (backward is forward or forward.operations == backward.operations)
+
+
+def test_a_device_lowers_each_structure_once_and_never_takes_one_for_another():
+    """One device, circuits that differ only in a Pauli word, a gate, its wires or its number of parameters: each
+    gives default.qubit's value, the second time from the program kept for its structure."""
+    dev, reference = BatchedQubit(wires=3), qml.device("default.qubit", wires=3)
+    circuits = [
+        [qml.PauliRot(0.4, "XY", wires=[0, 1])],
+        [qml.PauliRot(0.4, "YX", wires=[0, 1])],
+        [qml.PauliRot(0.4, "XY", wires=[1, 2])],
+        [qml.RX(0.4, wires=0), qml.CNOT(wires=[0, 2])],
+        [qml.RY(0.4, wires=0), qml.CNOT(wires=[0, 2])],
+        [qml.Rot(0.4, 0.5, 0.6, wires=0), qml.CNOT(wires=[0, 2])],
+    ]
+    for _ in range(2):
+        for ops in circuits:
+            tape = qml.tape.QuantumScript([qml.Hadamard(1), *ops], [qml.expval(qml.Y(0) @ qml.X(1) + qml.Z(2))])
+            assert np.isclose(dev.execute((tape,))[0], reference.execute((tape,))[0], atol=1e-12), ops
+    assert len(dev._programs) == len(circuits)

@@ -28,9 +28,25 @@ from ..simbase.gradients import refuse_trainable_coefficients
 from ..simbase.measured import variances_as_expectations
 from ..simbase.measurements import by_pennylane, marginal_index, probabilities
 from . import kernels
-from .program import NAME, Program, is_native, lower, pauli_terms
+from .program import NAME, Program, is_native, lower, pauli_terms, structure
 
 KEPT_STATE_BYTES = 64 << 20  # an execution's final states kept for its VJP up to this size
+KEPT_PROGRAMS = 64  # lowered programs a device keeps, the latest structures
+
+
+def _lowered(operations: Any, wires: Any, programs: dict[tuple, Program] | None) -> Program:
+    """``lower(operations, wires)``, from ``programs`` where the structure was lowered before (a training loop runs
+    one structure at new parameters every step)."""
+    if programs is None:
+        return lower(operations, wires)
+    key = structure(operations, wires)
+    program = programs.pop(key, None)
+    if program is None:
+        program = lower(operations, wires)
+    programs[key] = program  # the latest last
+    while len(programs) > KEPT_PROGRAMS:
+        del programs[next(iter(programs))]
+    return program
 
 
 def _same_operations(ours: Any, theirs: Any) -> bool:
@@ -86,6 +102,7 @@ class BatchedQubit(SimulatorDevice):
     def __init__(self, wires: Any = None) -> None:
         super().__init__(wires=wires)
         self._executed: list[Run] = []  # the last execution's runs, for a VJP of the same circuits (``_again``)
+        self._programs: dict[tuple, Program] = {}  # lowered programs by circuit structure, the latest KEPT_PROGRAMS
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> Any:
         pipeline = super().preprocess_transforms(execution_config)
@@ -150,7 +167,7 @@ class BatchedQubit(SimulatorDevice):
         return vjps
 
     def _run(self, tape: Any) -> Run:
-        run = Run(tape, self.wires)
+        run = Run(tape, self.wires, self._programs)
         self._track_tape(tape, batch_len=run.batch)
         return run
 
@@ -162,10 +179,10 @@ class BatchedQubit(SimulatorDevice):
 class Run:
     """One tape on the kernels: its program, its parameter table, its final states."""
 
-    def __init__(self, tape: Any, wires: Any) -> None:
+    def __init__(self, tape: Any, wires: Any, programs: dict[tuple, Program] | None = None) -> None:
         self.tape = tape
         self.wires = wires if wires is not None else tape.wires
-        self.program: Program = lower(tape.operations, self.wires)
+        self.program: Program = _lowered(tape.operations, self.wires, programs)
         values = tape.get_parameters(trainable_only=False)
         self.broadcast = tape.batch_size is not None
         self.batch = tape.batch_size or 1

@@ -89,6 +89,15 @@ def _basis_change(letter: str) -> np.ndarray:
     return qml.matrix(qml.prod(*reversed(gates))) if len(gates) > 1 else qml.matrix(gates[0])
 
 
+def structure(operations: Any, wires: Any) -> tuple[Any, ...]:
+    """All that ``lower`` reads of a circuit (names, wires, parameter counts, Pauli words), not its parameters: the
+    same structure lowers to the same program."""
+    return tuple(wires), tuple(
+        (op.name, op.wires.labels, len(op.data), op.hyperparameters["pauli_word"] if op.name == "PauliRot" else None)
+        for op in operations
+    )
+
+
 def lower(operations: Any, wires: Any) -> Program:
     """The program of ``operations`` (native ones, see ``is_native``) on the device's ``wires``."""
     import pennylane as qml
