@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 import time
 import warnings
 
@@ -194,8 +193,10 @@ ZOO = [pytest.param(c.name, c.wires, id=c.name, marks=[pytest.mark.slow] if c.sl
 
 
 @pytest.fixture(autouse=True)
-def own_program(monkeypatch):
-    monkeypatch.setenv("QBACKENDS_DECISIONS", tempfile.mkdtemp(prefix="qbackends-bench-decisions-"))
+def own_program(monkeypatch, tmp_path):
+    monkeypatch.setenv("QBACKENDS_DECISIONS", str(tmp_path / "decisions"))
+    reset_registry()
+    yield
     reset_registry()
 
 

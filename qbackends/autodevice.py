@@ -378,7 +378,7 @@ class AutoQubit(Device):
 
         return measure
 
-    def declares(self, operation: str) -> bool:
+    def may_run_natively(self, operation: str) -> bool:
         """Whether a backend this device may take declares ``operation`` native (runs it as one operation)."""
         return any(operation in choice.capabilities.operations.native for choice in self._choices.values())
 

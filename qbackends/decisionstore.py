@@ -221,10 +221,12 @@ def entries(root: Path | None) -> list[tuple[Path, Stored | None]]:
     if root is None or why_untrusted(root) is not None or not root.is_dir():
         return []
     found = []
-    for path in root.glob(f"*{SUFFIX}"):
+    paths = list(root.glob(f"*{SUFFIX}"))
+    names = {path.name for path in paths}  # listed once, not once per store
+    for path in paths:
         machine, _, key = path.name[: -len(SUFFIX)].partition("-")
         store = DecisionStore(root, {})
-        store.machine = machine
+        store.machine, store._names = machine, names
         found.append((path, store.get(key)))
     return sorted(found, key=lambda e: e[1].stored if e[1] else "", reverse=True)
 

@@ -302,7 +302,7 @@ def test_a_new_auto_device_of_a_known_setup_sees_new_failures_exclusions_and_tig
     from qbackends.screening import auto_candidates
 
     context = get_context()
-    plain = ["local:pennylane/default.qubit"]  # (it refuses 20 wires for memory: a setup that is never kept)
+    plain = ["local:pennylane/default.qubit"]  # (it refuses large states for memory: a setup that is never kept)
     keys = lambda wires: [c.backend.key for c in auto_candidates(context, wires, exclude=plain)]  # noqa: E731
     assert "pennylane/lightning.qubit" in keys(4)
     context.build_failures["lightning.qubit"] = "RuntimeError: recorded here"
@@ -311,7 +311,10 @@ def test_a_new_auto_device_of_a_known_setup_sees_new_failures_exclusions_and_tig
     monkeypatch.setenv("QBACKENDS_AUTO_EXCLUDE", "local:pennylane/lightning.qubit")
     assert "pennylane/lightning.qubit" not in keys(4)
     monkeypatch.delenv("QBACKENDS_AUTO_EXCLUDE")
-    assert "pennylane/lightning.qubit" in keys(20)  # 9 states of 16 MiB: 144 MiB
-    monkeypatch.setattr(probe, "host_memory_available", lambda: 128 << 20)
-    assert "pennylane/lightning.qubit" not in keys(20)
+    lightning = next(c for c in auto_candidates(context, 4, exclude=plain) if c.backend.key == "pennylane/lightning.qubit")
+    wires = lightning.capabilities.max_wires - 5  # fits, but memory is not far from deciding: screened each time
+    assert "pennylane/lightning.qubit" in keys(wires)
+    state = 16 << wires
+    monkeypatch.setattr(probe, "host_memory_available", lambda: int(8 * state))  # 9 states no longer fit, 4 do
+    assert "pennylane/lightning.qubit" not in keys(wires) and "qbackends/batched.qubit" in keys(wires)
     assert "pennylane/lightning.qubit" in keys(4)

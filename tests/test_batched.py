@@ -308,6 +308,13 @@ def test_a_vjp_reuses_the_forward_run_only_of_the_same_gates_at_the_same_paramet
         expected = fresh.compute_vjp((backward,), cotangent, config)
         assert all(np.allclose(a, b, atol=1e-14, rtol=0) for a, b in zip(reused[0], expected[0], strict=True))
         assert (dev._again(backward) is not None) == (backward is forward or forward.operations == backward.operations)
+    # a device without wires lays each circuit out on its own wires: one that measures another wire is run afresh
+    narrow = qml.tape.QuantumScript([qml.RX(0.3, 0)], [qml.expval(qml.Z(0))], trainable_params=[0])
+    wide = qml.tape.QuantumScript([qml.RX(0.3, 0)], [qml.expval(qml.Z(0) @ qml.Z(1))], trainable_params=[0])
+    dev = BatchedQubit()
+    dev.execute((narrow, wide), config)
+    vjps = dev.compute_vjp((narrow, wide), (1.0, 1.0), config)
+    assert np.allclose([v[0] for v in vjps], [-np.sin(0.3)] * 2, atol=1e-14)
 
 
 def test_a_device_lowers_each_structure_once_and_never_takes_one_for_another():
@@ -321,9 +328,11 @@ def test_a_device_lowers_each_structure_once_and_never_takes_one_for_another():
         [qml.RX(0.4, wires=0), qml.CNOT(wires=[0, 2])],
         [qml.RY(0.4, wires=0), qml.CNOT(wires=[0, 2])],
         [qml.Rot(0.4, 0.5, 0.6, wires=0), qml.CNOT(wires=[0, 2])],
+        [qml.prod(qml.Hadamard(0), qml.S(0))],  # run as their matrices: the same name, wires and parameters
+        [qml.prod(qml.S(0), qml.Hadamard(0))],
     ]
     for _ in range(2):
         for ops in circuits:
             tape = qml.tape.QuantumScript([qml.Hadamard(1), *ops], [qml.expval(qml.Y(0) @ qml.X(1) + qml.Z(2))])
             assert np.isclose(dev.execute((tape,))[0], reference.execute((tape,))[0], atol=1e-12), ops
-    assert len(dev._programs) == len(circuits)
+    assert len(dev._programs) == len(circuits) - 2  # the products are lowered each time

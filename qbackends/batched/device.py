@@ -40,6 +40,8 @@ def _lowered(operations: Any, wires: Any, programs: dict[tuple, Program] | None)
     if programs is None:
         return lower(operations, wires)
     key = structure(operations, wires)
+    if key is None:
+        return lower(operations, wires)
     program = programs.pop(key, None)
     if program is None:
         program = lower(operations, wires)
@@ -148,13 +150,15 @@ class BatchedQubit(SimulatorDevice):
     def _again(self, tape: Any) -> Run | None:
         """The last execution's run of the same operations at the same parameters, for ``tape``'s measurements: a
         training step's backward pass asks for the VJP of the circuits its forward pass just ran (as new tapes)."""
+        wires = self.wires if self.wires is not None else tape.wires
         for run in self._executed:
-            if _same_operations(run.tape.operations, tape.operations):
+            if run.wires == wires and _same_operations(run.tape.operations, tape.operations):
                 self._track_tape(tape, batch_len=run.batch)
                 return run.measuring(tape)
         return None
 
     def execute_and_compute_vjp(self, circuits: Any, cotangents: Any, execution_config: ExecutionConfig | None = None) -> Any:
+        self._executed = []
         runs = [self._run(tape) for tape in circuits]  # one forward pass each, for the values and the VJP
         results = tuple(run.results() for run in runs), self._vjps(runs, cotangents)
         self._track(batches=1, batch_len=len(circuits))

@@ -28,6 +28,10 @@ NATIVE = frozenset(ROTATION) | frozenset(PHASES) | frozenset(EULER) | PAULI_ROTA
 NATIVE |= frozenset(CONTROLLED_FIXED) | frozenset(SWAPS) | DROPPED
 
 
+NAMED = NATIVE  # lowered by name (``lower``), whatever else the operator holds
+FIXED = frozenset({"Hadamard", "PauliX", "PauliY", "PauliZ", "S", "T", "SX"})  # PennyLane's, lowered as their matrix
+
+
 def is_native(op: Any) -> bool:
     """Whether the kernels run ``op`` as it is (else PennyLane decomposes it first)."""
     return op.name in NATIVE or (op.num_params == 0 and len(op.wires) == 1 and op.has_matrix)
@@ -89,13 +93,17 @@ def _basis_change(letter: str) -> np.ndarray:
     return qml.matrix(qml.prod(*reversed(gates))) if len(gates) > 1 else qml.matrix(gates[0])
 
 
-def structure(operations: Any, wires: Any) -> tuple[Any, ...]:
+def structure(operations: Any, wires: Any) -> tuple[Any, ...] | None:
     """All that ``lower`` reads of a circuit (names, wires, parameter counts, Pauli words), not its parameters: the
-    same structure lowers to the same program."""
-    return tuple(wires), tuple(
-        (op.name, op.wires.labels, len(op.data), op.hyperparameters["pauli_word"] if op.name == "PauliRot" else None)
-        for op in operations
-    )
+    same structure lowers to the same program. None where a gate runs as its matrix and is not one of the fixed
+    gates (``FIXED``): a product or a user's gate may have settings that make its matrix."""
+    parts = []
+    for op in operations:
+        fixed = op.name in FIXED and type(op).__module__.startswith("pennylane.") and not op.hyperparameters
+        if op.name not in NAMED and not fixed:
+            return None
+        parts.append((op.name, op.wires.labels, len(op.data), op.hyperparameters["pauli_word"] if op.name == "PauliRot" else None))
+    return tuple(wires), tuple(parts)
 
 
 def lower(operations: Any, wires: Any) -> Program:

@@ -62,8 +62,8 @@ def runs_layers(device: Any) -> bool:
     the auto device, those of a backend it may take."""
     from ...capabilities import declared_by_device  # (the CLI imports this module before PennyLane)
 
-    declares = getattr(device, "declares", None)  # the auto device's
-    return bool(declares(LAYER)) if callable(declares) else LAYER in declared_by_device(device).native
+    may_run = getattr(device, "may_run_natively", None)  # the auto device's: it may then take that backend
+    return bool(may_run(LAYER)) if callable(may_run) else LAYER in declared_by_device(device).native
 
 
 def _measured(graph: Graph, layers: int, formulation: str, layered: bool = False) -> tuple[Callable[[Any], Any], float]:
