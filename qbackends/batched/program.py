@@ -28,7 +28,6 @@ NATIVE = frozenset(ROTATION) | frozenset(PHASES) | frozenset(EULER) | PAULI_ROTA
 NATIVE |= frozenset(CONTROLLED_FIXED) | frozenset(SWAPS) | DROPPED
 
 
-NAMED = NATIVE  # lowered by name (``lower``), whatever else the operator holds
 FIXED = frozenset({"Hadamard", "PauliX", "PauliY", "PauliZ", "S", "T", "SX"})  # PennyLane's, lowered as their matrix
 
 
@@ -100,7 +99,7 @@ def structure(operations: Any, wires: Any) -> tuple[Any, ...] | None:
     parts = []
     for op in operations:
         fixed = op.name in FIXED and type(op).__module__.startswith("pennylane.") and not op.hyperparameters
-        if op.name not in NAMED and not fixed:
+        if op.name not in NATIVE and not fixed:  # NATIVE: lowered by name, whatever else the operator holds
             return None
         parts.append((op.name, op.wires.labels, len(op.data), op.hyperparameters["pauli_word"] if op.name == "PauliRot" else None))
     return tuple(wires), tuple(parts)

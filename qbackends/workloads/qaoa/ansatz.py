@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...capabilities import declared_by_device
 from .graph import Graph, random_graph
 
 
@@ -60,8 +61,6 @@ LAYER = "ApproxTimeEvolution"  # what qml.qaoa.cost_layer and mixer_layer are
 def runs_layers(device: Any) -> bool:
     """Whether ``device`` runs a QAOA layer (``LAYER``) as one operation: its declared native operations say, or for
     the auto device, those of a backend it may take."""
-    from ...capabilities import declared_by_device  # (the CLI imports this module before PennyLane)
-
     may_run = getattr(device, "may_run_natively", None)  # the auto device's: it may then take that backend
     return bool(may_run(LAYER)) if callable(may_run) else LAYER in declared_by_device(device).native
 
