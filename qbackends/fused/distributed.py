@@ -22,13 +22,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitError, UnsupportedOptionError
 from . import engine
-from . import kernels as K
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
 
 MIN_LOCAL_BITS = 10  # 2^10 amplitudes per rank at least: fewer and the exchanges are all there is
@@ -146,6 +146,56 @@ def plan(segments: list[Segment], layout: Layout) -> Plan:
     return out
 
 
+def _parts(steps: Plan) -> list[list[Segment]]:
+    """The plan's local segments as parts, an exchange between each two."""
+    parts: list[list[Segment]] = [[]]
+    for step in steps.steps:
+        if step[0] == "exchange":
+            parts.append([])
+        else:
+            parts[-1].append(step[1])
+    return parts
+
+
+def rank_factor(segments: list[Segment], layout: Layout) -> tuple[list[Segment], complex]:
+    """The segments without the first product layer's fixed gates on rank bits, and what those gates make of this
+    rank's part of the state: a factor, U|0⟩ at the rank's bit for each (no exchange). A rank bit without such a gate
+    is still |0⟩ there: the factor is 0 on ranks where that bit is set."""
+    first = segments[0] if segments and isinstance(segments[0], ProductLayer) else ProductLayer()
+    factor = complex(1.0)
+    for j in range(layout.m):
+        wire = layout.nwires - 1 - (layout.local + j)
+        bit = layout.rank >> j & 1
+        gate = first.gates.get(wire)
+        if gate is not None and gate[1] < 0:
+            factor *= complex(gate[0][bit, 0])
+        elif bit:
+            factor = 0j
+    if not first.gates:
+        return segments, factor
+    rest = ProductLayer({w: g for w, g in first.gates.items() if layout.nwires - 1 - w < layout.local or g[1] >= 0})
+    return ([rest] if rest.gates else []) + segments[1:], factor
+
+
+def with_factor(part: list[Segment], factor: complex, local: int) -> list[Segment]:
+    """A rank's first part (from |0...0⟩) times ``factor``: folded into a fixed gate of its first product layer, or a
+    gate factor·I on a wire that layer leaves free, or a layer of its own before it."""
+    if factor == 1:
+        return part
+    first = part[0] if part and isinstance(part[0], ProductLayer) else ProductLayer()
+    gates = dict(first.gates)
+    fixed = next((w for w, g in gates.items() if g[1] < 0), None)
+    free = next((w for w in range(local) if w not in gates), None)
+    if fixed is not None:
+        matrix, param, generator, rate = gates[fixed]
+        gates[fixed] = (factor * matrix, param, generator, rate)
+    elif free is not None:
+        gates[free] = (factor * np.eye(2, dtype=complex), -1, 0, 0.0)
+    else:  # every wire has a gate with a parameter: a layer of its own
+        return [ProductLayer({0: (factor * np.eye(2, dtype=complex), -1, 0, 0.0)})] + part
+    return [ProductLayer(gates)] + part[1 if first.gates else 0 :]
+
+
 def _local_block(block: DiagonalBlock, layout: Layout) -> DiagonalBlock:
     local = DiagonalBlock(params=list(block.params))
     for mask, coef, alpha in zip(block.masks, block.coefs, block.alphas, strict=True):
@@ -230,7 +280,11 @@ class Ranks:
         return out
 
     def simulate(self, tape: Any, wires: Any, gradient: bool, traffic: engine.Traffic) -> tuple[Any, Any]:
-        """(value, Jacobian or None) of a tape the device has preprocessed, as ``FusedQubit._simulate`` returns them."""
+        """(value, Jacobian or None) of a tape the device has preprocessed, as ``FusedQubit._simulate`` returns them.
+
+        The rank's parts between exchanges run through the one-process engine's sweeps: the first from |0...0⟩ (with
+        the first product layer's fixed gates on rank bits as this rank's factor), the others from the exchanged
+        state; the adjoint pass undoes them in reverse, exchanging φ and λ where the forward pass exchanged ψ."""
         from .device import _format_jacobian, _masks_and_coefficients, _refuse_untracked_gradients
 
         refuse(tape)
@@ -240,55 +294,83 @@ class Ranks:
         segments, nparams = compile_operations(tape.operations, index, n)
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
-        steps = plan(segments, layout)
-        psi = self._buffer("psi", 1 << layout.local)
-        psi[:] = 0
-        if self.rank == 0:
-            psi[0] = 1.0
-        for step in steps.steps:
-            if step[0] == "exchange":
-                psi = self.exchange(psi, "psi")
-            else:
-                engine.apply(step[1], psi, layout.local, self._cache, traffic)
+        segments, factor = rank_factor(segments, layout)
+        parts = _parts(plan(segments, layout))
+        local = layout.local
+        if factor != 0:
+            parts[0] = with_factor(parts[0], factor, local)
         terms = z_terms(tape.measurements[0].obs)
         assert terms is not None
         masks, coefs = _masks_and_coefficients(terms, index, n)
-        local = [layout.split(int(mask)) for mask in masks]
-        lmasks = np.array([lm for lm, _ in local], dtype=np.int64)
-        lcoefs = np.array([s * c for (_, s), c in zip(local, coefs, strict=True)])
-        diagonal = self._cache.get(layout.local, lmasks, lcoefs)
+        split = [layout.split(int(mask)) for mask in masks]
+        lmasks = np.array([lm for lm, _ in split], dtype=np.int64)
+        lcoefs = np.array([sign * c for (_, sign), c in zip(split, coefs, strict=True)])
+        by_level = engine.values_by_level(local, lmasks, lcoefs, self._cache)
+        if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
+            self._cache.get(local, lmasks, lcoefs)
+        measure = engine.Measure(partial(self._cache.get, local, lmasks, lcoefs), by_level=by_level)
         adjoint = gradient and bool(tape.trainable_params)
+        psi = self._buffer("psi", 1 << local)
+        keep = None
+        if adjoint and len(parts) == 1 and factor != 0 and engine.keeps_last_input(parts[0]):
+            keep = self._buffer("lambda", psi.size)  # φ kept at the last layer's input, λ in ψ's place
+            measure.write_state, measure.lam, measure.undo = False, psi, True
+        elif adjoint:
+            measure.lam = self._buffer("lambda", psi.size)
+        for k, part in enumerate(parts):
+            if k:
+                psi = self.exchange(psi, "psi")
+            last = measure if k == len(parts) - 1 else None
+            if k == 0 and factor == 0:  # this rank's part of the state is 0 until an exchange
+                psi[:] = 0
+                if last is not None:
+                    last.value = 0.0
+                    if last.lam is not None:
+                        last.lam[:] = 0
+                continue
+            engine.forward(part, local, psi, self._cache, traffic, keep=keep, measure=last, initial=k == 0)
         if not adjoint:
             self.last = (psi, layout)
-            value = self.allreduce(np.array([K.expval(psi, diagonal)]))[0]
+            value = self.allreduce(np.array([measure.value]))[0]
             return np.array(value), (_format_jacobian(np.zeros((1, 0))) if gradient else None)
-        self.last = None  # the adjoint pass overwrites ψ (φ = ψ): three states in all, and the spare
-        lam = self._buffer("lambda", psi.size)
-        phi = psi
-        moment = K.expval_and_lambda(phi, diagonal, lam)
+        self.last = None  # the adjoint pass overwrites ψ
         grad = np.zeros(nparams + 1)
-        grad[nparams] = moment
-        self._adjoint(steps, phi, lam, layout.local, traffic, grad[:nparams])
+        grad[nparams] = measure.value
+        if keep is not None:
+            grad[:nparams] = engine.adjoint_gradient(
+                parts[0], nparams, keep, psi, local, self._cache, traffic, kept=True, undone=measure.undone
+            )
+        else:
+            assert measure.lam is not None
+            self._adjoint(parts, factor, psi, measure.lam, local, traffic, grad[:nparams])
         grad = self.allreduce(grad)
         value, grad = grad[nparams], grad[:nparams]
         return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)]]))
 
     def _adjoint(
-        self, steps: Plan, phi: np.ndarray, lam: np.ndarray, local: int, traffic: engine.Traffic, grad: np.ndarray
+        self,
+        parts: list[list[Segment]],
+        factor: complex,
+        phi: np.ndarray,
+        lam: np.ndarray,
+        local: int,
+        traffic: engine.Traffic,
+        grad: np.ndarray,
     ) -> None:
-        """This rank's part of d⟨H⟩/dθ into ``grad``: the steps undone in reverse on φ and λ, down to the first
-        with parameters (the steps before it, e.g. the first Hadamard layer and its exchange, need no undoing)."""
-        first = next((i for i, step in enumerate(steps.steps) if step[0] != "exchange" and engine._has_parameters(step[1])), None)
+        """This rank's part of d⟨H⟩/dθ into ``grad``: the parts undone in reverse on φ and λ down to the first with
+        parameters (the parts before it need no undoing), exchanging both between parts."""
+        first = next((k for k, part in enumerate(parts) if any(engine._has_parameters(seg) for seg in part)), None)
         if first is None:
             return
-        for step in reversed(steps.steps[first:]):
-            if step[0] == "exchange":
+        nparams = grad.size
+        for k in range(len(parts) - 1, first - 1, -1):
+            if not (k == 0 and factor == 0):  # a part of 0 amplitudes: no moments
+                grad += engine.adjoint_gradient(
+                    parts[k], nparams, phi, lam, local, self._cache, traffic, from_zero=k == 0, through=k > first
+                )
+            if k > first:
                 phi = self.exchange(phi, "psi")
                 lam = self.exchange(lam, "lambda")
-            elif step[0] == "layer":
-                engine._layer_adjoint(step[1], phi, lam, local, traffic, grad, True)
-            else:
-                engine._diagonal_adjoint(step[1], phi, lam, local, self._cache, traffic, grad, True)
 
     def most_probable(self, ties: float = 0.0) -> tuple[int, float]:
         """(state index, probability) of the most probable basis state of the last final state, over all ranks:

@@ -520,8 +520,10 @@ def forward(
     traffic: Traffic | None = None,
     keep: np.ndarray | None = None,
     measure: Measure | None = None,
+    initial: bool = True,
 ) -> np.ndarray:
-    """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128).
+    """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128); ``initial`` False: from
+    the state psi holds (a distributed state's part after an exchange; nothing is kept then).
     ``cache`` keeps blocks' level tables and diagonals between executions; ``traffic`` counts bytes;
     ``keep``: a second buffer that, if ``keeps_last_input(segments)``, is left holding the state at
     the last segment's input (at no extra cost: the segments before it run there, or the pass that
@@ -532,9 +534,9 @@ def forward(
     block between them. ``measure``: the expectation is taken (and λ written) by the last sweep
     if that applies a layer, else after it."""
     traffic = traffic if traffic is not None else Traffic()
-    keeping = keep is not None and keeps_last_input(segments)
-    first_block = _first_block(segments, nwires, cache)
-    start = 0 if not segments or not isinstance(segments[0], ProductLayer) else 1 if first_block is None else 2
+    keeping = initial and keep is not None and keeps_last_input(segments)
+    first_block = _first_block(segments, nwires, cache) if initial else None
+    start = 0 if not initial or not segments or not isinstance(segments[0], ProductLayer) else 1 if first_block is None else 2
     fusions = _forward_fusions(segments, start, nwires, cache, psi.itemsize)
     if keeping and len(segments) - 3 not in fusions:
         assert keep is not None
@@ -548,7 +550,7 @@ def forward(
     if 0 < start < len(segments) and isinstance(layer := segments[start], ProductLayer):
         if len(_layer_passes(layer, nwires, psi.itemsize)) > (start in fusions):
             source = _product_source(segments[:start], nwires, cache)
-    if source is None:
+    if source is None and initial:
         _initial_state(segments[:start], nwires, psi, first_block, traffic)
     i = start
     measured = False
@@ -730,18 +732,23 @@ def adjoint_gradient(
     traffic: Traffic | None = None,
     kept: bool = False,
     undone: tuple[int, np.ndarray] | None = None,
+    from_zero: bool = True,
+    through: bool = False,
 ) -> np.ndarray:
     """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten), or, if ``kept``,
     φ = the state at the last segment's input (``forward(..., keep=φ)``) and λ = Hψ with the last
-    layer's pass ``undone[0]`` (if not None) undone, its moments taken (``Measure.undone``)."""
+    layer's pass ``undone[0]`` (if not None) undone, its moments taken (``Measure.undone``).
+    A distributed state's part between exchanges: ``from_zero`` False where the segments did not start from
+    |0...0⟩ (φ is then never recomputed from a prefix), ``through``: every segment undone on φ and λ (earlier
+    parts have parameters)."""
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
-    first_needed = next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
+    first_needed = 0 if through else next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
     i = len(segments) - 1
     while i >= first_needed:  # segments before the first parameter need no undoing
         seg = segments[i]
-        undo = i != first_needed  # nor does the first one: its moments are the last needed
-        at_input = _block_at_input(segments, i, first_needed, nwires, cache)
+        undo = through or i != first_needed  # nor does the first one: its moments are the last needed
+        at_input = None if through else _block_at_input(segments, i, first_needed, nwires, cache)
         took_block = False
         if isinstance(seg, ProductLayer) and kept and i == len(segments) - 1:
             done = None
@@ -752,7 +759,7 @@ def adjoint_gradient(
                 i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, done)
                 continue
             _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=done, at_input=at_input)
-        elif isinstance(seg, ProductLayer) and undo and _cheap_prefix(segments[:i]):
+        elif isinstance(seg, ProductLayer) and undo and from_zero and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
             source = _product_source(segments[:i], nwires, cache)
             _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill, source, at_input=at_input)
