@@ -5,7 +5,7 @@ SPEC is {"cases": [[wires, precision], ...], "layers": p, "formulation": "qml.qa
 
 - a QAOA value + adjoint gradient step of p layers (``qaoa.energy_function`` on gnm(n, 1.5n, seed=1967)),
   run once to compile and allocate, then ``steps`` times, each between two barriers;
-- the exchange alone: ``Ranks.exchange`` (distributed.py's own ``MPI_Alltoall`` of a rank's share) on an
+- the exchange alone: ``Ranks.exchange`` (distributed.py's own pairwise in-place exchange of a rank's share) on an
   array of the share's size and dtype, once to allocate its receiving buffer, then ``exchanges`` times;
 - with ``one_process`` (R = 1 only), the same step on a device without mpi=True, for the one-process time.
 
@@ -72,10 +72,10 @@ def one_case(comm, wires: int, precision: str, spec: dict) -> dict:
     per_step = (ranks.exchanges - before) // spec["steps"]
 
     share = np.ones(device_share(wires, comm.Get_size()), dtype=np.complex64 if precision == "c64" else np.complex128)
-    state = [ranks.exchange(share, "bench")]  # allocates the receiving buffer (its pages touched here)
+    state = [ranks.exchange(share)]  # once untimed, as the step is
 
     def exchange():
-        state[0] = ranks.exchange(state[0], "bench")
+        state[0] = ranks.exchange(state[0])
 
     exchanges = timed(comm, exchange, spec["exchanges"])
     ranks._buffers.pop("bench", None)  # the share's two arrays go with this case

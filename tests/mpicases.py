@@ -2,7 +2,8 @@
 tests/mpicases.py CASES.json`` runs each case with mpi=True and rank 0 prints one JSON line per case;
 the tests import ``value_and_gradient`` to run the same cases in one process.
 
-A case is [wires, layers, weighted, formulation, precision]; ``--raise-on 1`` makes rank 1 fail mid-run.
+A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]; ``--raise-on 1`` makes rank 1
+fail mid-run.
 Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``).
 """
 
@@ -25,8 +26,47 @@ def graph(wires: int, weighted: bool):
     return Graph(g.nodes, tuple((u, v, float(rng.uniform(0.5, 2.0))) for u, v, _ in g.edges))
 
 
+CIRCUIT_WIRES = 12
+
+
+def circuit(name: str, dev):
+    """A circuit whose first layer is not QAOA's Hadamards on every wire (the rank bits are wires 0 and 1):
+    ``x-on-a-rank-bit``: an X there (rank 0's part is 0 until an exchange); ``rotation-on-a-rank-bit``: a
+    trainable RY there; ``rotations-on-every-other-wire``: a Hadamard on the rank bits and a trainable RY on
+    every other wire; ``block-first``: a diagonal block before any layer."""
+    import pennylane as qml
+
+    n = CIRCUIT_WIRES
+    cost = qml.Hamiltonian([0.5 + 0.1 * w for w in range(n - 1)] + [0.3], [qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1)] + [qml.Z(0)])
+
+    @qml.qnode(dev, diff_method="adjoint")
+    def energy(params):
+        if name == "block-first":
+            qml.MultiRZ(params[0], wires=[0, 3, 5])
+        for w in range(n):
+            if name == "x-on-a-rank-bit" and w == 0:
+                qml.X(w)
+            elif name == "rotation-on-a-rank-bit" and w == 0:
+                qml.RY(params[0], wires=w)
+            elif name == "rotations-on-every-other-wire" and w > 1:
+                qml.RY(params[0] + 0.1 * w, wires=w)
+            else:
+                qml.Hadamard(w)
+        for w in range(n - 1):
+            qml.IsingZZ(params[1], wires=[w, w + 1])
+        for w in range(n):
+            qml.RX(params[2], wires=w)
+        qml.MultiRZ(params[1], wires=[0, 1, 7])
+        for w in range(n):
+            qml.RY(params[0], wires=w)
+        return qml.expval(cost)
+
+    return energy
+
+
 def value_and_gradient(case: list, mpi: bool) -> tuple[float, list, int | None]:
-    """Energy and gradient of ``case`` at fixed angles, and (mpi) the all-to-alls of a state it took."""
+    """Energy and gradient of ``case`` at fixed angles, and (mpi) the exchanges of a state it took. A case is
+    [wires, layers, weighted, formulation, precision], or ["circuit", name] (``circuit``)."""
     from autograd import value_and_grad
     from pennylane import numpy as pnp
 
@@ -34,11 +74,16 @@ def value_and_gradient(case: list, mpi: bool) -> tuple[float, list, int | None]:
     from qbackends.fused.distributed import ranks_of
     from qbackends.workloads.qaoa import energy_function
 
-    wires, layers, weighted, formulation, precision = case
     options = {"mpi": True} if mpi else {}
-    dev = get_device("local:qbackends/fused.qubit", wires=wires, precision=precision, **options)
-    run = value_and_grad(energy_function(dev, graph(wires, weighted), layers, formulation))
-    params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
+    if case[0] == "circuit":
+        dev = get_device("local:qbackends/fused.qubit", wires=CIRCUIT_WIRES, **options)
+        run = value_and_grad(circuit(case[1], dev))
+        params = pnp.array([0.3, 0.7, 1.1], requires_grad=True)
+    else:
+        wires, layers, weighted, formulation, precision = case
+        dev = get_device("local:qbackends/fused.qubit", wires=wires, precision=precision, **options)
+        run = value_and_grad(energy_function(dev, graph(wires, weighted), layers, formulation))
+        params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
     value, grad = run(params)
     exchanges = ranks_of(dev).exchanges if mpi else None
     return float(value), np.asarray(grad).tolist(), exchanges

@@ -110,8 +110,10 @@ def _same_as_one_process(ranks: int, cases: list, tmp_path: Path) -> None:
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["case"] for line in lines] == cases
     for line, (value, grad, _) in zip(lines, expected, strict=True):
-        assert line["exchanges"] == 3 * line["case"][1]  # p forward (mixers; the Hadamards need none), 2p back (φ and λ)
-        tol = 1e-12 if line["case"][4] == "c128" else 1e-5
+        qaoa = line["case"][0] != "circuit"
+        if qaoa:  # p forward (mixers; the Hadamards need none), 2p back (φ and λ)
+            assert line["exchanges"] == 3 * line["case"][1]
+        tol = 1e-12 if not qaoa or line["case"][4] == "c128" else 1e-5
         assert abs(line["value"] - value) <= tol * max(1.0, abs(value)), line["case"]
         assert np.max(np.abs(np.array(line["grad"]) - grad)) <= tol * max(1.0, np.max(np.abs(grad))), line["case"]
         assert np.max(np.abs(grad)) > 0.1  # a real gradient, not zeros
@@ -127,10 +129,18 @@ def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, tmp_path):
 
 
 @needs_mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, tmp_path):
+    """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
+    names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotations-on-every-other-wire", "block-first"]
+    _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path)
+
+
+@needs_mpi
 def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
     """Peak traced memory of a 20-wire value and gradient: per rank on 2 and 4 ranks against one process.
-    Measured 0.72 and 0.40 of it (about 1.5/R: a rank holds its share of ψ and λ and the exchange's
-    receive buffer, one process ψ, λ and the diagonal)."""
+    Measured 0.67 and 0.37 of it (about 1.4/R: a rank holds its share of ψ and λ and of the tables, and exchanges
+    in place; one process ψ, λ and the tables, and its trials' temporaries)."""
     import tracemalloc
 
     case = [20, 2, True, "fast", "c128"]
@@ -144,7 +154,7 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
         assert run.returncode == 0, run.stderr
         peak = json.loads(run.stdout.splitlines()[-1])["peak_bytes"]
         print(f"{ranks} ranks: {peak / one:.2f} of one process's peak ({one / 2**20:.0f} MiB)")
-        assert peak <= 1.75 * one / ranks, (ranks, peak / one)
+        assert peak <= 1.6 * one / ranks, (ranks, peak / one)
 
 
 @needs_mpi

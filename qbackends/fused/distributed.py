@@ -1,15 +1,17 @@
 """fused.qubit over MPI ranks (``mpi=True``): each of R ranks holds 2^n / R amplitudes of the state.
 
 Layout: the state index's top m = log2 R bits are the rank, the other L = n - m bits the local index.
-``exchange`` (one ``Alltoall``) swaps the m global bits with the m top local bits; the layout records
+``exchange`` (pairwise, in place) swaps the m global bits with the m top local bits; the layout records
 whether they are swapped, and nothing swaps them back. So:
 
 - a diagonal block or observable needs no communication: each term's rank bits are a sign on this rank,
   its local bits a mask of the local state, and the single-process kernels run on the local part;
-- a product layer applies its gates on local bits, then, if any gate is on a global bit, exchanges once
-  and applies the rest (now local): one all-to-all per layer that touches the global bits;
-- the energy is a local sum and one float64 all-reduce; the adjoint pass undoes the same steps in
-  reverse (exchanging φ and λ where the forward pass exchanged ψ) and all-reduces the moments once.
+- the first product layer's fixed gates on rank bits (QAOA's Hadamards) are a factor of the rank's part;
+- a later product layer applies its gates on local bits, then, if any gate is on a global bit, exchanges once
+  and applies the rest (now local): one exchange per layer that touches the global bits;
+- the steps between exchanges (a part) run through the one-process engine and its fused sweeps;
+- the energy is a local sum and one float64 all-reduce; the adjoint pass undoes the parts in reverse
+  (exchanging φ and λ where the forward pass exchanged ψ) and all-reduces the moments once.
 
 Supported: the circuits of the QAOA workload and ``qml.qaoa`` (product layers of single-qubit gates,
 diagonal blocks) with one expectation of a sum of Z products, values and adjoint gradients.
@@ -31,6 +33,7 @@ from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitErro
 from . import engine
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
 
+EXCHANGE_PIECE_BYTES = 4 << 20  # an exchange sends and receives a state in pieces of this size
 MIN_LOCAL_BITS = 10  # 2^10 amplitudes per rank at least: fewer and the exchanges are all there is
 RUNS = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | {"CommutingRotations"}
 INSTALL = "pip install 'qbackends[mpi]' and start the ranks with mpiexec -n R"
@@ -266,13 +269,19 @@ class Ranks:
             buf = self._buffers[name] = engine.state_buffer(size, self.dtype)
         return buf
 
-    def exchange(self, state: np.ndarray, name: str) -> np.ndarray:
-        """The state with the global and top local bits swapped (into the spare buffer; ``state`` becomes the spare)."""
-        spare = self._buffer("spare", state.size)
-        self.comm.Alltoall([state, self._mpi_type], [spare, self._mpi_type])
-        self._buffers["spare"], self._buffers[name] = state, spare
+    def exchange(self, state: np.ndarray) -> np.ndarray:
+        """``state`` with the global and top local bits swapped, in place: this rank's block t (top local bits t) goes
+        to rank t, whose block for this rank comes back in its place. Pairwise, in pieces of EXCHANGE_PIECE_BYTES:
+        no second state is held (an all-to-all needs a receiving buffer as large as the share)."""
+        block = state.size // self.size
+        piece = max(1, EXCHANGE_PIECE_BYTES // state.itemsize)
+        for step in range(1, self.size):
+            peer = self.rank ^ step  # both ranks of a pair name each other at the same step
+            mine = state[peer * block : (peer + 1) * block]
+            for start in range(0, block, piece):
+                self.comm.Sendrecv_replace([mine[start : start + piece], self._mpi_type], dest=peer, source=peer)
         self.exchanges += 1
-        return spare
+        return state
 
     def allreduce(self, values: np.ndarray) -> np.ndarray:
         out = np.empty_like(values, dtype=np.float64)
@@ -311,15 +320,19 @@ class Ranks:
         measure = engine.Measure(partial(self._cache.get, local, lmasks, lcoefs), by_level=by_level)
         adjoint = gradient and bool(tape.trainable_params)
         psi = self._buffer("psi", 1 << local)
-        keep = None
-        if adjoint and len(parts) == 1 and factor != 0 and engine.keeps_last_input(parts[0]):
-            keep = self._buffer("lambda", psi.size)  # φ kept at the last layer's input, λ in ψ's place
-            measure.write_state, measure.lam, measure.undo = False, psi, True
+        lam = self._buffer("lambda", psi.size) if adjoint else None
+        # The last layer's input kept as φ, λ written undone through that layer's last pass (see engine.forward's
+        # keep): one part from |0...0⟩ (φ in λ's buffer, λ in ψ's place), or a last part of one layer (φ in ψ).
+        single = len(parts) == 1 and factor != 0 and engine.keeps_last_input(parts[0])
+        last_layer = len(parts) > 1 and len(parts[-1]) == 1 and isinstance(parts[-1][0], ProductLayer)
+        kept = adjoint and (single or last_layer)
+        if kept:
+            measure.write_state, measure.undo, measure.lam = False, True, psi if single else lam
         elif adjoint:
-            measure.lam = self._buffer("lambda", psi.size)
+            measure.lam = lam
         for k, part in enumerate(parts):
             if k:
-                psi = self.exchange(psi, "psi")
+                psi = self.exchange(psi)
             last = measure if k == len(parts) - 1 else None
             if k == 0 and factor == 0:  # this rank's part of the state is 0 until an exchange
                 psi[:] = 0
@@ -328,21 +341,21 @@ class Ranks:
                     if last.lam is not None:
                         last.lam[:] = 0
                 continue
-            engine.forward(part, local, psi, self._cache, traffic, keep=keep, measure=last, initial=k == 0)
+            if last is not None and kept and last_layer:
+                engine.apply_layer(part[0], psi, lam, local, traffic, last)  # ψ left as it was: the kept φ
+            else:
+                keep = lam if kept and single else None
+                engine.forward(part, local, psi, self._cache, traffic, keep=keep, measure=last, initial=k == 0)
         if not adjoint:
             self.last = (psi, layout)
             value = self.allreduce(np.array([measure.value]))[0]
             return np.array(value), (_format_jacobian(np.zeros((1, 0))) if gradient else None)
         self.last = None  # the adjoint pass overwrites ψ
+        assert lam is not None
         grad = np.zeros(nparams + 1)
         grad[nparams] = measure.value
-        if keep is not None:
-            grad[:nparams] = engine.adjoint_gradient(
-                parts[0], nparams, keep, psi, local, self._cache, traffic, kept=True, undone=measure.undone
-            )
-        else:
-            assert measure.lam is not None
-            self._adjoint(parts, factor, psi, measure.lam, local, traffic, grad[:nparams])
+        phi, lam = (lam, psi) if kept and single else (psi, lam)
+        self._adjoint(parts, factor, phi, lam, local, traffic, grad[:nparams], kept, measure.undone)
         grad = self.allreduce(grad)
         value, grad = grad[nparams], grad[:nparams]
         return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)]]))
@@ -356,21 +369,35 @@ class Ranks:
         local: int,
         traffic: engine.Traffic,
         grad: np.ndarray,
+        kept: bool,
+        undone: tuple[int, np.ndarray] | None,
     ) -> None:
         """This rank's part of d⟨H⟩/dθ into ``grad``: the parts undone in reverse on φ and λ down to the first with
-        parameters (the parts before it need no undoing), exchanging both between parts."""
-        first = next((k for k, part in enumerate(parts) if any(engine._has_parameters(seg) for seg in part)), None)
+        parameters (the parts before it need no undoing), exchanging both between parts. ``kept``: φ holds the
+        last layer's input, and λ has that layer's pass ``undone[0]`` undone (``Measure.undone``)."""
+        first = next((k for k, part in enumerate(parts) if any(engine.has_parameters(seg) for seg in part)), None)
         if first is None:
             return
         nparams = grad.size
-        for k in range(len(parts) - 1, first - 1, -1):
+        last = len(parts) - 1
+        for k in range(last, first - 1, -1):
             if not (k == 0 and factor == 0):  # a part of 0 amplitudes: no moments
                 grad += engine.adjoint_gradient(
-                    parts[k], nparams, phi, lam, local, self._cache, traffic, from_zero=k == 0, through=k > first
+                    parts[k],
+                    nparams,
+                    phi,
+                    lam,
+                    local,
+                    self._cache,
+                    traffic,
+                    kept=kept and k == last,
+                    undone=undone if kept and k == last else None,
+                    from_zero=k == 0,
+                    through=k > first,
                 )
             if k > first:
-                phi = self.exchange(phi, "psi")
-                lam = self.exchange(lam, "lambda")
+                phi = self.exchange(phi)
+                lam = self.exchange(lam)
 
     def most_probable(self, ties: float = 0.0) -> tuple[int, float]:
         """(state index, probability) of the most probable basis state of the last final state, over all ranks:

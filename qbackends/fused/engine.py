@@ -175,12 +175,14 @@ class DiagonalCache:
                 return diagonal, factor, float(kept_coefs[kept_masks == 0].sum())
         return (self.get(nwires, wanted_masks, wanted), 1.0, 0.0) if create else None
 
-    def levels(self, nwires: int, masks: np.ndarray) -> np.ndarray:
-        """levels[k]: how many of ``masks`` have odd parity at k (2 bytes per amplitude)."""
-        key = ("levels", nwires, masks.tobytes())
+    def levels(self, nwires: int, masks: np.ndarray, signs: np.ndarray | None = None) -> np.ndarray:
+        """levels[k]: how many of ``masks`` have odd parity at k (2 bytes per amplitude); with ``signs`` (±1 per
+        mask), even parity counts where the sign is -1: Σ signs·z(k & mask) = T - 2·levels[k]."""
+        flipped = signs is not None and bool((signs < 0).any())
+        key = ("levels", nwires, masks.tobytes(), signs.tobytes() if flipped else b"")
         if (found := self._lookup(key)) is not None:
             return found
-        t = split_tables(masks, np.full(masks.size, -0.5), nwires)
+        t = split_tables(masks, -0.5 * (signs if flipped else np.ones(masks.size)), nwires)
         out = table_array(1 << nwires, np.uint16)
         K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
         return self._remember(key, out)
@@ -199,11 +201,17 @@ def _varying_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[np.ndarray, np
     return unique, summed
 
 
-def _uniform_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[float, float, np.ndarray] | None:
+def _uniform_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray] | None:
+    """(constant, c, varying masks, signs) where every varying term's coefficient is c or -c (signs ±1; -c where a
+    distributed state's rank bits flip a term), else None."""
     varying = masks != 0
-    if not varying.any() or varying.sum() >= MAX_LEVELS or np.ptp(coefs[varying]) != 0.0:
+    if not varying.any() or varying.sum() >= MAX_LEVELS:
         return None
-    return float(coefs[~varying].sum()), float(coefs[varying][0]), masks[varying]
+    c = float(coefs[varying][0])
+    signs = coefs[varying] / c if c != 0.0 else np.where(coefs[varying] == 0.0, 1.0, np.inf)
+    if np.any(np.abs(signs) != 1.0):
+        return None
+    return float(coefs[~varying].sum()), c, masks[varying], signs
 
 
 def _phase_tables(t: Tables, sign: float) -> tuple[np.ndarray, np.ndarray]:
@@ -222,8 +230,8 @@ def values_by_level(
     non-constant term has one coefficient (an unweighted cut); None otherwise."""
     if (uniform := _uniform_terms(masks, coefs)) is None:
         return None
-    a0, c, varying = uniform
-    return cache.levels(nwires, varying), a0 + c * (varying.size - 2.0 * np.arange(varying.size + 1))
+    a0, c, varying, signs = uniform
+    return cache.levels(nwires, varying, signs), a0 + c * (varying.size - 2.0 * np.arange(varying.size + 1))
 
 
 class SweepBlock(NamedTuple):
@@ -260,9 +268,10 @@ def sweep_block(
     param = _one_parameter(block)
     rates = np.array(block.alphas)[varying]  # d coef / d θ of each varying term
     if (uniform := _uniform_terms(masks, coefs)) is not None:
-        _, c, levelled = uniform  # angle = a0 + c·(T - 2·level)
+        _, c, levelled, signs = uniform  # angle = a0 + c·(T - 2·level)
         angles = a0 + c * (levelled.size - 2.0 * np.arange(levelled.size + 1))
-        values, phases = cache.levels(nwires, levelled), np.exp(1j * sign * angles)
+        values, phases = cache.levels(nwires, levelled, signs), np.exp(1j * sign * angles)
+        rates = rates * signs  # d c / dθ for every term, if they are one
         if param is None or param < 0 or np.ptp(rates) != 0:
             return SweepBlock(values, phases, param if param == -1 else None)
         return SweepBlock(values, phases, param, rates[0] * levelled.size, -2.0 * rates[0])
@@ -446,7 +455,7 @@ def keeps_last_input(segments: list[Segment]) -> bool:
     """Whether ``forward(..., keep=)`` keeps the state at the input of the last segment: a product
     layer with parameters, after other segments with parameters (a QAOA mixer). The adjoint pass
     then reads that input instead of undoing the layer on ψ."""
-    with_parameters = [i for i, seg in enumerate(segments) if _has_parameters(seg)]
+    with_parameters = [i for i, seg in enumerate(segments) if has_parameters(seg)]
     return len(with_parameters) >= 2 and with_parameters[-1] == len(segments) - 1 and isinstance(segments[-1], ProductLayer)
 
 
@@ -543,7 +552,7 @@ def forward(
         forward(segments[:-1], nwires, keep, cache, traffic)
         last = segments[-1]
         assert isinstance(last, ProductLayer)
-        _apply_layer(last, keep, psi, nwires, traffic, measure)
+        apply_layer(last, keep, psi, nwires, traffic, measure)
         return psi
     # the first layer's first pass computes the initial state where it needs it (unless a fusion takes its only pass)
     source = None
@@ -676,7 +685,7 @@ def _initial_state(initial: list[Segment], nwires: int, psi: np.ndarray, block: 
     traffic.add(psi.size, states=1, values=levels.itemsize if levels.size else 0)
 
 
-def _apply_layer(
+def apply_layer(
     layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic, measure: Measure | None = None
 ) -> None:
     """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was); ``measure`` in its last pass."""
@@ -697,7 +706,7 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
         K.diag_phase_tables(psi, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, 1.0)
         traffic.add(psi.size, states=2)
     elif isinstance(seg, ProductLayer):
-        _apply_layer(seg, psi, psi, nwires, traffic)
+        apply_layer(seg, psi, psi, nwires, traffic)
     elif isinstance(seg, Dense):
         apply_matrix(seg.matrix, seg.axes, psi, nwires)
         traffic.add(psi.size, states=4)  # tensordot into a new array, then copied back
@@ -714,7 +723,7 @@ def apply_matrix(matrix: np.ndarray, axes: tuple[int, ...], psi: np.ndarray, nwi
     psi[:] = np.moveaxis(out, list(range(k)), list(axes)).reshape(-1)
 
 
-def _has_parameters(seg: Segment) -> bool:
+def has_parameters(seg: Segment) -> bool:
     if isinstance(seg, DiagonalBlock):
         return any(p >= 0 for p in seg.params)
     if isinstance(seg, ProductLayer):
@@ -743,7 +752,7 @@ def adjoint_gradient(
     parts have parameters)."""
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
-    first_needed = 0 if through else next((i for i, seg in enumerate(segments) if _has_parameters(seg)), len(segments))
+    first_needed = 0 if through else next((i for i, seg in enumerate(segments) if has_parameters(seg)), len(segments))
     i = len(segments) - 1
     while i >= first_needed:  # segments before the first parameter need no undoing
         seg = segments[i]
@@ -755,7 +764,7 @@ def adjoint_gradient(
             if undone is not None:
                 done, moments = undone
                 _add_moments(grad, _layer_passes(seg, nwires, phi.itemsize)[done], moments)
-            if fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, done, phi.itemsize):
+            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, done, phi.itemsize)):
                 i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, done)
                 continue
             _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=done, at_input=at_input)
