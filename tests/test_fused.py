@@ -600,7 +600,6 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
             if n > kernels.TILE_BITS:
                 assert tb >= kernels.SPECTATORS
     assert sorted(seen) == list(range(n))
-    assert engine.tile_bits(n, amplitude_bytes=8) == engine.tile_bits(n) + 1  # tiles of c64 hold a c128 tile's bytes
     passes = {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 25: 2, 26: 2, 28: 2, 30: 2, 31: 2, 36: 3}
     assert len(engine._layer_passes(layer, n)) == passes[n]
 
@@ -752,7 +751,7 @@ def test_c_dtype_other_than_complex_is_refused_typed():
 def test_c64_moves_half_the_state_bytes_and_holds_half_the_memory():
     """The tracker counts 8 bytes an amplitude at c64 (the levels stay 2): the p=1 energy at 17 wires
     is two sweeps that each move a state once and read the levels (the c128 case: 18 + 18 above; a
-    c64 tile holds 2^16 amplitudes, the bytes of a c128 one, so 16 wires would be one sweep); the
+    c64 tile holds a c128 tile's 2^15 amplitudes); the
     peak of gradient steps at 20 wires stays within what the memory guard declares, in state
     vectors of 8 bytes."""
     n = 17

@@ -301,19 +301,19 @@ def _by_level(block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, si
     return sweep_block(block, nwires, cache, sign, by_angle=False)
 
 
-def tile_bits(nwires: int, amplitude_bytes: int = 16) -> int:
+def tile_bits(nwires: int) -> int:
     """Amplitudes a tile of ``nwires`` holds, as a power of two: 2^TILE_BITS (in L2); above 24 wires,
     where a product layer would take a third pass over the state, the smallest tile that keeps it
     to two (runs of 2^MIN_RUN_BITS; the tile then in the last-level cache), up to 2^MAX_TILE_BITS.
-    Tiles are sized in bytes: complex64 tiles hold twice the amplitudes (longer runs, fewer of them)."""
-    wider = (16 // amplitude_bytes).bit_length() - 1
-    return min(max(K.TILE_BITS, -(-(nwires + K.MIN_RUN_BITS) // 2)), max(K.TILE_BITS, K.MAX_TILE_BITS)) + wider
+    complex64 tiles hold as many amplitudes, half the bytes: twice the amplitudes (a c128 tile's bytes)
+    took 1.37x as long at 28 wires and 1.08x at 30, the same at 22 and 26."""
+    return min(max(K.TILE_BITS, -(-(nwires + K.MIN_RUN_BITS) // 2)), max(K.TILE_BITS, K.MAX_TILE_BITS))
 
 
-def _layer_passes(layer: ProductLayer, nwires: int, amplitude_bytes: int = 16) -> list[Pass]:
+def _layer_passes(layer: ProductLayer, nwires: int) -> list[Pass]:
     """The passes that apply a product layer.
 
-    Each pass gathers tiles of 2^T amplitudes (T = ``tile_bits(nwires, amplitude_bytes)``): runs of 2^run_bits
+    Each pass gathers tiles of 2^T amplitudes (T = ``tile_bits(nwires)``): runs of 2^run_bits
     contiguous ones, one per value of its high bits. The bits above T are split evenly over the
     fewest later passes (at most T - MIN_RUN_BITS each, so runs stay 2^MIN_RUN_BITS long or longer).
     The first pass takes contiguous tiles, the gates on the bits below T except SPECTATORS of them,
@@ -322,7 +322,7 @@ def _layer_passes(layer: ProductLayer, nwires: int, amplitude_bytes: int = 16) -
     its runs. 22 wires take two passes, with runs of 2^8; 30 wires two, in tiles of 2^18.
     """
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
-    tile = tile_bits(nwires, amplitude_bytes)
+    tile = tile_bits(nwires)
     if nwires <= tile:  # one tile holds the state
         return [_pass(nwires, [], nwires, False, items)]
     top = list(range(tile, nwires))
@@ -487,7 +487,6 @@ def _fusion(
     sign: float,
     done: int | None = None,
     high_pass: int | None = None,
-    amplitude_bytes: int = 16,
 ) -> Fusion | None:
     """The fusion of segments i, i+1, i+2 (layer, diagonal block a sweep applies, layer), if they are that and
     two of the layers' passes share a tiling; ``done``: a pass of layer i already run elsewhere;
@@ -500,7 +499,7 @@ def _fusion(
     swept = sweep_block(block, nwires, cache, sign)
     if swept is None:
         return None
-    lows, highs = _layer_passes(low, nwires, amplitude_bytes), _layer_passes(high, nwires, amplitude_bytes)
+    lows, highs = _layer_passes(low, nwires), _layer_passes(high, nwires)
     for a in reversed(range(len(lows))):
         for b in range(len(highs)):
             if a != done and high_pass in (None, b) and _same_tiling(lows[a], highs[b]):
@@ -508,15 +507,13 @@ def _fusion(
     return None
 
 
-def _forward_fusions(
-    segments: list[Segment], start: int, nwires: int, cache: DiagonalCache | None, amplitude_bytes: int
-) -> dict[int, Fusion]:
+def _forward_fusions(segments: list[Segment], start: int, nwires: int, cache: DiagonalCache | None) -> dict[int, Fusion]:
     """The fusions the forward pass makes from segment ``start`` on, by the index of their first
     layer, left to right: a layer whose pass ran in one fusion may take part in the next with another pass."""
     fusions: dict[int, Fusion] = {}
     for i in range(start, len(segments)):
         previous = fusions.get(i - 2)
-        if fusion := _fusion(segments, i, nwires, cache, 1.0, previous.b if previous else None, amplitude_bytes=amplitude_bytes):
+        if fusion := _fusion(segments, i, nwires, cache, 1.0, previous.b if previous else None):
             fusions[i] = fusion
     return fusions
 
@@ -546,7 +543,7 @@ def forward(
     keeping = initial and keep is not None and keeps_last_input(segments)
     first_block = _first_block(segments, nwires, cache) if initial else None
     start = 0 if not initial or not segments or not isinstance(segments[0], ProductLayer) else 1 if first_block is None else 2
-    fusions = _forward_fusions(segments, start, nwires, cache, psi.itemsize)
+    fusions = _forward_fusions(segments, start, nwires, cache)
     if keeping and len(segments) - 3 not in fusions:
         assert keep is not None
         forward(segments[:-1], nwires, keep, cache, traffic)
@@ -557,7 +554,7 @@ def forward(
     # the first layer's first pass computes the initial state where it needs it (unless a fusion takes its only pass)
     source = None
     if 0 < start < len(segments) and isinstance(layer := segments[start], ProductLayer):
-        if len(_layer_passes(layer, nwires, psi.itemsize)) > (start in fusions):
+        if len(_layer_passes(layer, nwires)) > (start in fusions):
             source = _product_source(segments[:start], nwires, cache)
     if source is None and initial:
         _initial_state(segments[:start], nwires, psi, first_block, traffic)
@@ -570,7 +567,7 @@ def forward(
             i += 1
             continue
         fusion, previous = fusions.get(i), fusions.get(i - 2)
-        passes = _layer_passes(seg, nwires, psi.itemsize)
+        passes = _layer_passes(seg, nwires)
         run = [k for k in range(len(passes)) if not (previous and k == previous.b) and not (fusion and k == fusion.a)]
         for k in run:
             final = i == len(segments) - 1 and k == run[-1]
@@ -689,7 +686,7 @@ def apply_layer(
     layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic, measure: Measure | None = None
 ) -> None:
     """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was); ``measure`` in its last pass."""
-    passes = _layer_passes(layer, nwires, psi.itemsize)
+    passes = _layer_passes(layer, nwires)
     for k, p in enumerate(passes):
         measured = (measure, k) if measure is not None and k == len(passes) - 1 else None
         _layer_pass(p, source if k == 0 else psi, psi, nwires, traffic, measured=measured)
@@ -763,8 +760,8 @@ def adjoint_gradient(
             done = None
             if undone is not None:
                 done, moments = undone
-                _add_moments(grad, _layer_passes(seg, nwires, phi.itemsize)[done], moments)
-            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, done, phi.itemsize)):
+                _add_moments(grad, _layer_passes(seg, nwires)[done], moments)
+            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, done)):
                 i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, done)
                 continue
             _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=done, at_input=at_input)
@@ -821,7 +818,6 @@ def _adjoint_fusion(
     nwires: int,
     cache: DiagonalCache | None,
     done: int | None,
-    amplitude_bytes: int,
 ) -> Fusion | None:
     """The fusion for the adjoint pass over the kept last layer i, the diagonal block before it and
     the layer before that, when that layer's input is refilled from a cheap prefix. Of a layer of two
@@ -833,9 +829,9 @@ def _adjoint_fusion(
     last = segments[i]
     assert isinstance(last, ProductLayer)
     fusion = None
-    if done is not None and len(_layer_passes(last, nwires, amplitude_bytes)) == 2:
-        fusion = _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=1 - done, amplitude_bytes=amplitude_bytes)
-    fusion = fusion or _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=done, amplitude_bytes=amplitude_bytes)
+    if done is not None and len(_layer_passes(last, nwires)) == 2:
+        fusion = _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=1 - done)
+    fusion = fusion or _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=done)
     return fusion if fusion is not None and fusion.block.param is not None else None
 
 
@@ -862,7 +858,7 @@ def _fused_adjoint(
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
     nthreads = K.threads()
     carried, p = fusion.high, fusion.low
-    left = [k for k in range(len(_layer_passes(high, nwires, phi.itemsize))) if k not in (done, fusion.b)]
+    left = [k for k in range(len(_layer_passes(high, nwires))) if k not in (done, fusion.b)]
     carried_out = None
     if fusion.b == done:  # its moments taken: nothing of layer i is left to the sweep
         _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, skip=done)
@@ -956,7 +952,7 @@ def _layer_adjoint(
 ) -> None:
     """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False)."""
     nthreads = K.threads()
-    for p in _layer_passes(seg, nwires, phi.itemsize):
+    for p in _layer_passes(seg, nwires):
         out = np.zeros((nthreads, len(p.params)))
         inverses = _inverses(p.mats)
         K.layer_adjoint(phi, lam, *p.tiling(), *_cast(phi, inverses), p.tile_bits, p.generators, out, nthreads, undo)
@@ -989,7 +985,7 @@ def _layer_adjoint_lambda(
     diagonal block right before the layer, the first with parameters: its moments are taken in the
     last pass, at the layer's input (returns True then)."""
     nthreads = K.threads()
-    passes = _layer_passes(seg, nwires, phi.itemsize)
+    passes = _layer_passes(seg, nwires)
     outs = [np.zeros((nthreads, len(p.params))) for p in passes]
     sums = np.zeros((nthreads, 2))
 
