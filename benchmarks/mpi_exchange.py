@@ -6,7 +6,7 @@ SPEC is {"cases": [[wires, precision], ...], "layers": p, "formulation": "qml.qa
 - a QAOA value + adjoint gradient step of p layers (``qaoa.energy_function`` on gnm(n, 1.5n, seed=1967)),
   run once to compile and allocate, then ``steps`` times, each between two barriers;
 - the exchange alone: ``Ranks.exchange`` (distributed.py's own pairwise in-place exchange of a rank's share) on an
-  array of the share's size and dtype, once to allocate its receiving buffer, then ``exchanges`` times;
+  array of the share's size and dtype, once untimed, then ``exchanges`` times;
 - with ``one_process`` (R = 1 only), the same step on a device without mpi=True, for the one-process time.
 
 A time is the slowest rank's (an all-reduce of each rank's seconds, MAX), and rank 0 prints one JSON line per
