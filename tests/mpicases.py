@@ -30,14 +30,17 @@ CIRCUIT_WIRES = 12
 
 
 def circuit(name: str, dev):
-    """A circuit whose first layer is not QAOA's Hadamards on every wire (the rank bits are wires 0 and 1):
-    ``x-on-a-rank-bit``: an X there (rank 0's part is 0 until an exchange); ``rotation-on-a-rank-bit``: a
-    trainable RY there; ``rotations-on-every-other-wire``: a Hadamard on the rank bits and a trainable RY on
-    every other wire; ``block-first``: a diagonal block before any layer."""
+    """A circuit whose first layer is not QAOA's Hadamards on every wire (the rank bits: wire 0 on 2 ranks, wires 0
+    and 1 on 4): ``x-on-a-rank-bit``: an X on wire 0 (rank 0's part is 0 until an exchange);
+    ``rotation-on-a-rank-bit``: a trainable RY there; ``rotation-beside-hadamards``: a trainable RY on wire 1, a
+    Hadamard on every other wire; ``rotations-on-every-other-wire``: Hadamards on wires 0 and 1 and a trainable RY
+    on every other wire; ``block-first``: a diagonal block before any layer."""
     import pennylane as qml
 
     n = CIRCUIT_WIRES
-    cost = qml.Hamiltonian([0.5 + 0.1 * w for w in range(n - 1)] + [0.3], [qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1)] + [qml.Z(0)])
+    cost = qml.Hamiltonian(
+        [0.5 + 0.1 * w for w in range(n - 1)] + [0.3], [qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1)] + [qml.Z(0)]
+    )
 
     @qml.qnode(dev, diff_method="adjoint")
     def energy(params):
@@ -46,7 +49,7 @@ def circuit(name: str, dev):
         for w in range(n):
             if name == "x-on-a-rank-bit" and w == 0:
                 qml.X(w)
-            elif name == "rotation-on-a-rank-bit" and w == 0:
+            elif name == "rotation-on-a-rank-bit" and w == 0 or name == "rotation-beside-hadamards" and w == 1:
                 qml.RY(params[0], wires=w)
             elif name == "rotations-on-every-other-wire" and w > 1:
                 qml.RY(params[0] + 0.1 * w, wires=w)

@@ -132,7 +132,8 @@ def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, tmp_path):
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, tmp_path):
     """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
-    names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotations-on-every-other-wire", "block-first"]
+    names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotation-beside-hadamards", "rotations-on-every-other-wire"]
+    names.append("block-first")
     _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path)
 
 

@@ -182,20 +182,21 @@ def rank_factor(segments: list[Segment], layout: Layout) -> tuple[list[Segment],
 
 def with_factor(part: list[Segment], factor: complex, local: int) -> list[Segment]:
     """A rank's first part (from |0...0⟩) times ``factor``: folded into a fixed gate of its first product layer, or a
-    gate factor·I on a wire that layer leaves free, or a layer of its own before it."""
+    gate factor·I on a wire that layer leaves free; a layer of its own before it where that layer has parameters
+    (the adjoint pass takes their moments undoing the layer's gates on φ, and factor·U is not unitary)."""
     if factor == 1:
         return part
+    own = [ProductLayer({0: (factor * np.eye(2, dtype=complex), -1, 0, 0.0)})]
     first = part[0] if part and isinstance(part[0], ProductLayer) else ProductLayer()
+    if engine.has_parameters(first):
+        return own + part
     gates = dict(first.gates)
     fixed = next((w for w, g in gates.items() if g[1] < 0), None)
-    free = next((w for w in range(local) if w not in gates), None)
     if fixed is not None:
         matrix, param, generator, rate = gates[fixed]
         gates[fixed] = (factor * matrix, param, generator, rate)
-    elif free is not None:
-        gates[free] = (factor * np.eye(2, dtype=complex), -1, 0, 0.0)
-    else:  # every wire has a gate with a parameter: a layer of its own
-        return [ProductLayer({0: (factor * np.eye(2, dtype=complex), -1, 0, 0.0)})] + part
+    else:
+        gates[next(w for w in range(local) if w not in gates)] = own[0].gates[0]
     return [ProductLayer(gates)] + part[1 if first.gates else 0 :]
 
 
@@ -261,7 +262,7 @@ class Ranks:
         self._buffers: dict[str, np.ndarray] = {}
         self._cache = engine.DiagonalCache(real=np.float32 if dtype == np.complex64 else np.float64)
         self.last: tuple[np.ndarray, Layout] | None = None  # the last final state and its layout
-        self.exchanges = 0  # all-to-alls of a state so far (each sends (R-1)/R of this rank's share)
+        self.exchanges = 0  # exchanges of a state so far (each sends (R-1)/R of this rank's share)
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._buffers.get(name)
