@@ -257,23 +257,26 @@ inline bool is_rx_shaped(const cplx<T>* m) {
     return m[0].imag() == 0 && m[1].real() == 0 && m[2].real() == 0 && m[0] == m[3] && m[1] == m[2];
 }
 
+template <u64 N, class T>
+void apply_2x2_lanes(T* __restrict re, T* __restrict im, u64 size, u64 step, const cplx<T>* m, double scale) {
+    if (is_rx_shaped(m)) {
+        const T c = T(scale * m[0].real()), s = T(scale * m[1].imag());
+        for (u64 base = 0; base < size; base += 2 * step)
+            for (u64 j = base; j < base + step; j += N) rx_lanes<N>(re, im, j, j + step, c, s);
+        return;
+    }
+    T e[8];
+    for (int i = 0; i < 4; ++i) e[2 * i] = T(scale * m[i].real()), e[2 * i + 1] = T(scale * m[i].imag());
+    for (u64 base = 0; base < size; base += 2 * step)
+        for (u64 j = base; j < base + step; j += N) gate_lanes<N>(re, im, j, j + step, e);
+}
+
 // Buffers <- scale·U buffers on ``bit``; an RX-shaped U (real diagonal, imaginary off-diagonal) takes half the multiplies.
 template <class T>
 void apply_2x2(T* __restrict re, T* __restrict im, u64 size, int bit, const cplx<T>* m, double scale = 1.0) {
     const u64 step = u64(1) << bit;
-    if (step >= LANES) {  // runs of whole vectors
-        if (is_rx_shaped(m)) {
-            const T c = T(scale * m[0].real()), s = T(scale * m[1].imag());
-            for (u64 base = 0; base < size; base += 2 * step)
-                for (u64 j = base; j < base + step; j += LANES) rx_lanes(re, im, j, j + step, c, s);
-            return;
-        }
-        T e[8];
-        for (int i = 0; i < 4; ++i) e[2 * i] = T(scale * m[i].real()), e[2 * i + 1] = T(scale * m[i].imag());
-        for (u64 base = 0; base < size; base += 2 * step)
-            for (u64 j = base; j < base + step; j += LANES) gate_lanes(re, im, j, j + step, e);
-        return;
-    }
+    if (step >= WIDE<T>) return apply_2x2_lanes<WIDE<T>>(re, im, size, step, m, scale);  // runs of whole registers
+    if (step >= LANES) return apply_2x2_lanes<LANES>(re, im, size, step, m, scale);
     if (is_rx_shaped(m)) {  // U = [[c, is], [is, c]]
         const double c = scale * m[0].real(), s = scale * m[1].imag();
         for (u64 base = 0; base < size; base += 2 * step)
@@ -297,18 +300,23 @@ void apply_2x2(T* __restrict re, T* __restrict im, u64 size, int bit, const cplx
         }
 }
 
+template <u64 N, class T>
+double moment_of_lanes(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, u64 step, int generator) {
+    double acc = 0.0;
+    for (u64 base = 0; base < size; base += 2 * step)
+        for (u64 j = base; j < base + step; j += N)
+            acc += generator == 1 ? moment_lanes<1, N>(pre, pim, lre, lim, j, j + step) : moment_lanes<2, N>(pre, pim, lre, lim, j, j + step);
+    return acc;
+}
+
 // Im<λ|P|φ> on ``bit`` for P = X (1) or Y (2); 0 for a gate without a parameter (0).
 template <class T>
 double moment(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, int bit, int generator) {
     if (generator == 0) return 0.0;
     const u64 step = u64(1) << bit;
+    if (step >= WIDE<T>) return moment_of_lanes<WIDE<T>>(pre, pim, lre, lim, size, step, generator);
+    if (step >= LANES) return moment_of_lanes<LANES>(pre, pim, lre, lim, size, step, generator);
     double acc = 0.0;
-    if (step >= LANES) {
-        for (u64 base = 0; base < size; base += 2 * step)
-            for (u64 j = base; j < base + step; j += LANES)
-                acc += generator == 1 ? moment_lanes<1>(pre, pim, lre, lim, j, j + step) : moment_lanes<2>(pre, pim, lre, lim, j, j + step);
-        return acc;
-    }
     for (u64 base = 0; base < size; base += 2 * step) {
         if (generator == 1) {
             for (u64 j = base; j < base + step; ++j) {
@@ -325,22 +333,27 @@ double moment(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, 
     return acc;
 }
 
+template <u64 N, class T>
+double rx_undo_with_moment(T* pre, T* pim, T* lre, T* lim, u64 size, u64 step, const cplx<T>* inverse) {
+    const T c = inverse[0].real(), s = inverse[1].imag();
+    double acc = 0.0;
+    for (u64 base = 0; base < size; base += 2 * step)
+        for (u64 j = base; j < base + step; j += N) {
+            acc += moment_lanes<1, N>(pre, pim, lre, lim, j, j + step);
+            rx_lanes<N>(pre, pim, j, j + step, c, s);
+            rx_lanes<N>(lre, lim, j, j + step, c, s);
+        }
+    return acc;
+}
+
 // φ, λ <- U† φ, U† λ on ``bit``; returns the moment of P (X or Y, commuting with U), taken before undoing.
 template <class T>
 double undo_with_moment(T* pre, T* pim, T* lre, T* lim, u64 size, int bit, const cplx<T>* inverse, int generator) {
     if (generator == 1 && is_rx_shaped(inverse)) {  // RX: moment and both undos in one sweep
         const u64 step = u64(1) << bit;
+        if (step >= WIDE<T>) return rx_undo_with_moment<WIDE<T>>(pre, pim, lre, lim, size, step, inverse);
+        if (step >= LANES) return rx_undo_with_moment<LANES>(pre, pim, lre, lim, size, step, inverse);
         double acc = 0.0;
-        if (step >= LANES) {
-            const T c = inverse[0].real(), s = inverse[1].imag();
-            for (u64 base = 0; base < size; base += 2 * step)
-                for (u64 j = base; j < base + step; j += LANES) {
-                    acc += moment_lanes<1>(pre, pim, lre, lim, j, j + step);
-                    rx_lanes(pre, pim, j, j + step, c, s);
-                    rx_lanes(lre, lim, j, j + step, c, s);
-                }
-            return acc;
-        }
         const double c = inverse[0].real(), s = inverse[1].imag();
         for (u64 base = 0; base < size; base += 2 * step)
             for (u64 j = base; j < base + step; ++j) {
@@ -380,22 +393,34 @@ inline u64 quad_start(u64 q0, u64 step1, u64 step2) {
     return ((q0 & ~mid) << 2) | ((q0 & mid & ~low) << 1);
 }
 
+template <u64 N, class T>
+void rx_pair_of_lanes(T* re, T* im, u64 size, u64 step1, u64 step2, T c1, T s1, T c2, T s2) {
+    for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
+        const u64 start = quad_start(q0, step1, step2);
+        for (u64 a = start; a < start + step1; a += N) rx_pair_lanes<N>(re, im, a, a + step1, a + step2, a + step2 + step1, c1, s1, c2, s2);
+    }
+}
+
 template <class T>
 void apply_rx_pair(T* re, T* im, u64 size, int bit1, int bit2, T c1, T s1, T c2, T s2) {
     const u64 step1 = u64(1) << bit1, step2 = u64(1) << bit2;
+    if (step1 >= WIDE<T>) return rx_pair_of_lanes<WIDE<T>>(re, im, size, step1, step2, c1, s1, c2, s2);
+    rx_pair_of_lanes<LANES>(re, im, size, step1, step2, c1, s1, c2, s2);
+}
+
+template <u64 N, class T, bool U1, bool U2>
+void scaled_pair_of_lanes(T* re, T* im, u64 size, u64 step1, u64 step2, T k1, T k2) {
     for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
         const u64 start = quad_start(q0, step1, step2);
-        for (u64 a = start; a < start + step1; a += LANES) rx_pair_lanes(re, im, a, a + step1, a + step2, a + step2 + step1, c1, s1, c2, s2);
+        for (u64 a = start; a < start + step1; a += N)
+            rx_pair_scaled_lanes<N, T, U1, U2>(re, im, a, a + step1, a + step2, a + step2 + step1, k1, k2);
     }
 }
 
 template <class T, bool U1, bool U2>
 void scaled_pair(T* re, T* im, u64 size, u64 step1, u64 step2, T k1, T k2) {
-    for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
-        const u64 start = quad_start(q0, step1, step2);
-        for (u64 a = start; a < start + step1; a += LANES)
-            rx_pair_scaled_lanes<T, U1, U2>(re, im, a, a + step1, a + step2, a + step2 + step1, k1, k2);
-    }
+    if (step1 >= WIDE<T>) return scaled_pair_of_lanes<WIDE<T>, T, U1, U2>(re, im, size, step1, step2, k1, k2);
+    scaled_pair_of_lanes<LANES, T, U1, U2>(re, im, size, step1, step2, k1, k2);
 }
 
 // Two RX-shaped gates less their factors (half the multiplies); form bit 0: the first has a unit diagonal, bit 1 the second.
@@ -482,13 +507,13 @@ void apply_gates(T* re, T* im, u64 width, const Gates<T>& g, const cplx<T>* mats
 }
 
 // The X moments on the step1 pairs and on the step2 pairs over every quadruple, summed in vector registers.
-template <class T>
-void x_moment_pair_sweep(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, u64 step1, u64 step2, double& m1, double& m2) {
-    using V = typename Vec<T>::v;
+template <u64 N, class T>
+void x_moment_pair_of_lanes(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, u64 step1, u64 step2, double& m1, double& m2) {
+    using V = typename Vec<T, N>::v;
     V first = splat<V>(T(0)), second = splat<V>(T(0));
     for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
         const u64 start = quad_start(q0, step1, step2);
-        for (u64 a = start; a < start + step1; a += LANES) {
+        for (u64 a = start; a < start + step1; a += N) {
             const u64 q[4] = {a, a + step1, a + step2, a + step1 + step2};
             V pr[4], pi[4], lr[4], li[4];
             for (int i = 0; i < 4; ++i) pr[i] = load<V>(pre + q[i]), pi[i] = load<V>(pim + q[i]), lr[i] = load<V>(lre + q[i]), li[i] = load<V>(lim + q[i]);
@@ -499,6 +524,12 @@ void x_moment_pair_sweep(const T* pre, const T* pim, const T* lre, const T* lim,
         }
     }
     m1 = total(first), m2 = total(second);
+}
+
+template <class T>
+void x_moment_pair_sweep(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, u64 step1, u64 step2, double& m1, double& m2) {
+    if (step1 >= WIDE<T>) return x_moment_pair_of_lanes<WIDE<T>>(pre, pim, lre, lim, size, step1, step2, m1, m2);
+    x_moment_pair_of_lanes<LANES>(pre, pim, lre, lim, size, step1, step2, m1, m2);
 }
 
 // out[i] += the moment of gate i, for gates first..last-1, two X moments per sweep where they follow each other.

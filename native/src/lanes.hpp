@@ -1,6 +1,7 @@
-// Gates and moments on LANES amplitudes at a time, as GCC/Clang vector types: the real and imaginary
-// parts of a tile live in split buffers, so every operation below is a plain vector multiply-add.
-// Every index given is the first of LANES consecutive ones, all inside the buffers: the caller checks.
+// Gates and moments on N amplitudes at a time, as GCC/Clang vector types: the real and imaginary parts of
+// a tile live in split buffers, so every operation below is a plain vector multiply-add. N is LANES (the
+// layouts' unit) or WIDE<T> (a register of T: twice LANES for float32), as the gate's distance allows.
+// Every index given is the first of N consecutive ones, all inside the buffers: the caller checks.
 #pragma once
 
 #include <atomic>
@@ -15,23 +16,25 @@
 namespace qb {
 
 using u64 = std::uint64_t;
-// One machine register of float64 (half of one of float32): wider vectors than the registers spill to the stack.
+// One machine register: wider vectors than the registers spill to the stack.
 #if defined(__AVX512F__)
-constexpr u64 LANES = 8;
+constexpr u64 VECTOR_BYTES = 64;
 #elif defined(__AVX__)
-constexpr u64 LANES = 4;
+constexpr u64 VECTOR_BYTES = 32;
 #else
-constexpr u64 LANES = 2;
+constexpr u64 VECTOR_BYTES = 16;
 #endif
+constexpr u64 LANES = VECTOR_BYTES / sizeof(double);  // the unit of the tiles' layouts: a register of float64
+template <class T>
+constexpr u64 WIDE = VECTOR_BYTES / sizeof(T);  // a register of T: gates whose pairs are that far apart
 constexpr u64 STREAM_ALIGN = 64;   // bytes: a streaming store writes whole, aligned vectors
 
 #define QB_INLINE inline __attribute__((always_inline))
 
-template <class T>
+template <class T, u64 N = LANES>
 struct Vec {
-    typedef T v __attribute__((vector_size(LANES * sizeof(T))));       // LANES numbers
+    typedef T v __attribute__((vector_size(N * sizeof(T))));  // N numbers
 };
-typedef double vd __attribute__((vector_size(LANES * sizeof(double))));
 
 template <class V, class T>
 QB_INLINE V load(const T* p) {
@@ -52,9 +55,8 @@ QB_INLINE V splat(S s) {  // a broadcast (a lane-by-lane fill compiles to masked
 
 template <class V>
 QB_INLINE double total(const V& v) {  // the sum of a vector's lanes, in float64
-    vd d = __builtin_convertvector(v, vd);
     double s = 0.0;
-    for (u64 i = 0; i < LANES; ++i) s += d[i];
+    for (u64 i = 0; i < sizeof(V) / sizeof(v[0]); ++i) s += double(v[i]);
     return s;
 }
 
@@ -74,18 +76,18 @@ QB_INLINE void scaled_rotate(V k, V& xr, V& xi, V& yr, V& yi) {
     xr = a, xi = b, yr = e, yi = f;
 }
 
-template <class T>
+template <u64 N, class T>
 QB_INLINE void rx_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, T c, T s) {
-    using V = typename Vec<T>::v;
+    using V = typename Vec<T, N>::v;
     V xr = load<V>(re + j), xi = load<V>(im + j), yr = load<V>(re + k), yi = load<V>(im + k);
     rotate(splat<V>(c), splat<V>(s), xr, xi, yr, yi);
     store(re + j, xr), store(im + j, xi), store(re + k, yr), store(im + k, yi);
 }
 
 // (x, y) <- U (x, y); m: the real and imaginary parts of U's entries, row by row.
-template <class T>
+template <u64 N, class T>
 QB_INLINE void gate_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, const T* m) {
-    using V = typename Vec<T>::v;
+    using V = typename Vec<T, N>::v;
     V xr = load<V>(re + j), xi = load<V>(im + j), yr = load<V>(re + k), yi = load<V>(im + k);
     V u[8];
     for (int i = 0; i < 8; ++i) u[i] = splat<V>(m[i]);
@@ -97,9 +99,9 @@ QB_INLINE void gate_lanes(T* __restrict re, T* __restrict im, u64 j, u64 k, cons
 
 // Quadruples a, b = a + step1, c = a + step2, d = c + step1: (c1, s1) on the step1 pairs, then (c2, s2)
 // on the step2 pairs, each amplitude loaded and stored once.
-template <class T>
+template <u64 N, class T>
 QB_INLINE void rx_pair_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 c, u64 d, T c1, T s1, T c2, T s2) {
-    using V = typename Vec<T>::v;
+    using V = typename Vec<T, N>::v;
     V ar = load<V>(re + a), ai = load<V>(im + a), br = load<V>(re + b), bi = load<V>(im + b);
     V cr = load<V>(re + c), ci = load<V>(im + c), dr = load<V>(re + d), di = load<V>(im + d);
     V vc1 = splat<V>(c1), vs1 = splat<V>(s1), vc2 = splat<V>(c2), vs2 = splat<V>(s2);
@@ -111,9 +113,9 @@ QB_INLINE void rx_pair_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u
     store(re + c, cr), store(im + c, ci), store(re + d, dr), store(im + d, di);
 }
 
-template <class T, bool UNIT1, bool UNIT2>
+template <u64 N, class T, bool UNIT1, bool UNIT2>
 QB_INLINE void rx_pair_scaled_lanes(T* __restrict re, T* __restrict im, u64 a, u64 b, u64 c, u64 d, T k1, T k2) {
-    using V = typename Vec<T>::v;
+    using V = typename Vec<T, N>::v;
     V ar = load<V>(re + a), ai = load<V>(im + a), br = load<V>(re + b), bi = load<V>(im + b);
     V cr = load<V>(re + c), ci = load<V>(im + c), dr = load<V>(re + d), di = load<V>(im + d);
     V v1 = splat<V>(k1), v2 = splat<V>(k2);
@@ -132,9 +134,9 @@ QB_INLINE V moment_terms(V prj, V pij, V prk, V pik, V lrj, V lij, V lrk, V lik)
     return (lrk * prj + lik * pij) - (lrj * prk + lij * pik);                 // Y φ = (-i φ_k, i φ_j)
 }
 
-template <int GEN, class T>
+template <int GEN, u64 N, class T>
 QB_INLINE double moment_lanes(const T* pre, const T* pim, const T* lre, const T* lim, u64 j, u64 k) {
-    using V = typename Vec<T>::v;
+    using V = typename Vec<T, N>::v;
     return total(moment_terms<GEN>(load<V>(pre + j), load<V>(pim + j), load<V>(pre + k), load<V>(pim + k),
                                    load<V>(lre + j), load<V>(lim + j), load<V>(lre + k), load<V>(lim + k)));
 }
