@@ -24,6 +24,8 @@ class Backend:
         state_copies: peak number of state vectors held during an adjoint gradient, measured;
             the memory guard multiplies the state size by it. None: no state-vector guard
             (e.g. tensor-network simulators).
+        rank_state_copies: the same for one rank of an ``mpi=True`` run, in states of the rank's share; None:
+            ``state_copies``.
         dense_adjoint_observables: True when the device's adjoint method turns a Hamiltonian into a
             dense 2^n x 2^n matrix (default.qubit), so adjoint memory grows as 4^n.
         preference: order for ``auto`` without a calibration profile; higher wins.
@@ -58,6 +60,7 @@ class Backend:
     distribution: str
     hardware: Hardware = "cpu"
     state_copies: float | None = 4.0
+    rank_state_copies: float | None = None
     dense_adjoint_observables: bool = False
     preference: int = 0
     min_auto_wires: int = 0
@@ -72,6 +75,10 @@ class Backend:
     faster_zz: str | None = None
     mpi_module: str | None = None
     adjoint_lowers: tuple[str, ...] = ()
+
+    def copies(self, mpi: bool = False) -> float | None:
+        """The state copies the memory guard sizes: a rank's (of its share) with ``mpi``, else one process's."""
+        return self.rank_state_copies if mpi and self.rank_state_copies is not None else self.state_copies
 
     @property
     def auto_eligible(self) -> bool:

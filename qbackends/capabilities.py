@@ -84,23 +84,28 @@ def state_bytes(wires: int, precision: str = "c128") -> int:
     return BYTES_PER_AMPLITUDE[precision] << wires
 
 
-def working_set_bytes(backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint") -> int:
-    """Peak bytes a value+gradient run needs on this backend."""
-    copies = backend.state_copies if backend.state_copies is not None else 0.0
+def working_set_bytes(
+    backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: bool = False
+) -> int:
+    """Peak bytes a value+gradient run needs on this backend (``mpi``: one rank, ``wires`` its share)."""
+    copies = backend.copies(mpi) or 0.0
     need = int(state_bytes(wires, precision) * copies)
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         need += 16 << (2 * wires)  # dense complex128 Hamiltonian matrix
     return need
 
 
-def max_wires(backend: Backend, available: int, precision: str = "c128", diff_method: str | None = "adjoint") -> int | None:
+def max_wires(
+    backend: Backend, available: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: bool = False
+) -> int | None:
     """The largest wire count whose working set fits in ``available`` bytes."""
     if backend.state_copies is None:
         return None
     low, high = 0, 64  # bisected (screening asks this of every backend for every auto device): it grows with wires
     while low < high:
         wires = (low + high + 1) // 2
-        low, high = (wires, high) if working_set_bytes(backend, wires, precision, diff_method) <= available else (low, wires - 1)
+        fits = working_set_bytes(backend, wires, precision, diff_method, mpi) <= available
+        low, high = (wires, high) if fits else (low, wires - 1)
     return low
 
 
@@ -116,9 +121,10 @@ def evaluate(
     precision: str = "c128",
     diff_method: str | None = "adjoint",
     construction_error: str | None = None,
+    mpi: bool = False,
 ) -> Capabilities:
     """The capabilities record of ``backend`` on the machine ``facts`` describes; ``construction_error``: why it failed
-    at construction in this process (a ``Context``'s ``build_failures``), if it did."""
+    at construction in this process (a ``Context``'s ``build_failures``), if it did; ``mpi``: sized as one rank."""
     version = facts.distributions.get(backend.distribution)
     hardware = hardware_of(backend, facts)
     available, where, problem, fix = _hardware_check(hardware, facts)
@@ -152,8 +158,8 @@ def evaluate(
         version=version,
         hardware=where,
         memory_available=available,
-        max_wires=max_wires(backend, available, precision, diff_method),
-        state_copies=backend.state_copies,
+        max_wires=max_wires(backend, available, precision, diff_method, mpi),
+        state_copies=backend.copies(mpi),
         operations=declared_operations(backend) if version is not None else DeclaredOperations(),
     )
 

@@ -35,7 +35,15 @@ def build_requested(request: Request, context: Context) -> Any:
     facts = machine(context)
     chain = requested_chain(request, context.registry, facts)
     fit, refusals = screen(
-        chain, guarded_wires(request), request.precision, request.diff_method, request.ignore_memory, facts, True, context
+        chain,
+        guarded_wires(request),
+        request.precision,
+        request.diff_method,
+        request.ignore_memory,
+        facts,
+        True,
+        context,
+        mpi=bool(request.options.get("mpi")),
     )
     for choice in fit:
         try:

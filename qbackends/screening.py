@@ -149,9 +149,11 @@ def screen(
     facts: probe.MachineFacts,
     every: bool = False,
     context: Context | None = None,
+    mpi: bool = False,
 ) -> tuple[list[Choice], list[QBackendsError]]:
     """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
     the others do not: among them, those the context saw fail at construction (``Context.build_failures``).
+    ``mpi``: ``wires`` is one rank's share (``guarded_wires``), sized with the backend's ``rank_state_copies``.
 
     Raises:
         BackendUnavailableError, InsufficientMemoryError: when none of them does.
@@ -161,11 +163,11 @@ def screen(
     refusals: list[QBackendsError] = []
     for backend in chain:
         failure = context.build_failures.get(backend.device_name)
-        caps = capabilities.evaluate(backend, facts, precision, diff_method, failure)
+        caps = capabilities.evaluate(backend, facts, precision, diff_method, failure, mpi)
         if not caps.ok:
             refusals.append(BackendUnavailableError(f"{backend.device_string} cannot run here: {caps.reason}.", caps.fix))
         elif wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
-            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context))
+            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context, mpi))
         else:
             fit.append(Choice(backend, caps))
             if not every:
@@ -183,15 +185,22 @@ def screen(
 
 
 def memory_error(
-    backend: Backend, caps: capabilities.Capabilities, wires: int, precision: str, diff_method: str | None, context: Context
+    backend: Backend,
+    caps: capabilities.Capabilities,
+    wires: int,
+    precision: str,
+    diff_method: str | None,
+    context: Context,
+    mpi: bool = False,
 ) -> InsufficientMemoryError:
-    need = capabilities.working_set_bytes(backend, wires, precision, diff_method)
-    what = f"{wires} wires on {backend.device_string} at {precision} need {_gib(need)} "
+    need = capabilities.working_set_bytes(backend, wires, precision, diff_method, mpi)
+    held = f"this node's ranks' shares of the state ({wires} wires' worth)" if mpi else f"{wires} wires"
+    what = f"{held} on {backend.device_string} at {precision} need {_gib(need)} "
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
     else:
         during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
-        what += f"({backend.state_copies:g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during {during}) "
+        what += f"({backend.copies(mpi):g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during {during}) "
     fixes = [f"use at most {caps.max_wires} wires"]
     if precision == "c128" and not backend.dense_adjoint_observables and accepts_precision(backend, context):
         fixes.append("precision='c64' halves the memory")

@@ -269,6 +269,24 @@ def test_results_honour_the_umask(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
 
 
+def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
+    """fused.qubit: one process at its state_copies, a rank of mpi=True at its rank_state_copies (a weighted
+    cost's diagonal in each of the two bit layouts the exchanges alternate between)."""
+    from qbackends import capabilities
+
+    fused = get_context().registry.backends["qbackends/fused.qubit"]
+    assert (fused.copies(), fused.copies(mpi=True)) == (2.75, 3.25)
+    room = 3 * 16 << 20  # three 20-wire states: one process fits 20 wires, a rank (3.25 of its share) 19
+    assert capabilities.max_wires(fused, room) == 20 and capabilities.max_wires(fused, room, mpi=True) == 19
+    lightning = get_context().registry.backends["pennylane/lightning.qubit"]  # declares no rank figure
+    assert lightning.copies(mpi=True) == lightning.copies() == 9.0
+    with pytest.raises(InsufficientMemoryError) as err:
+        get_device("local:qbackends/fused.qubit", wires=40, mpi=True)
+    text = str(err.value)
+    assert "this node's ranks' shares of the state (40 wires' worth) on local:qbackends/fused.qubit at c128" in text
+    assert f"({int(3.25 * 16 * 2**40)} bytes) (3.25 state copies of" in text
+
+
 def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monkeypatch):
     from qbackends import probe
 
