@@ -65,8 +65,11 @@ def test_the_memory_advice_is_true_for_the_backend_at_hand():
     with pytest.raises(InsufficientMemoryError) as err:  # asked at c64: sized at 8 bytes an amplitude, no c64 advice
         get_device("local:qbackends/fused.qubit", wires=40, precision="c64")
     assert f"({8 * 2**40} bytes) during an adjoint gradient" in str(err.value) and "precision='c64'" not in err.value.fix
-    with pytest.raises(InsufficientMemoryError) as err:  # batched.qubit is complex128 only: no c64 advice
+    with pytest.raises(InsufficientMemoryError) as err:  # batched.qubit has c64 too
         get_device("local:qbackends/batched.qubit", wires=40)
+    assert "precision='c64' halves the memory" in err.value.fix
+    with pytest.raises(InsufficientMemoryError) as err:  # Braket's local simulator takes no c_dtype: no c64 advice
+        get_device("local:braket/braket.local.qubit", wires=40)
     assert "precision='c64'" not in err.value.fix
 
 

@@ -6,7 +6,8 @@
 // operations on one target with the same controls form a group (``groups``: each group's rows [start, end)):
 // the forward pass applies a group's product in one sweep. The adjoint pass runs the groups backwards on ψ
 // and λ = Oψ together in one sweep per group, undoing its operations and adding each dU/dθ's contribution,
-// 2c·Im<λ|Gψ> for U = exp(-icθG), to the (row, slot) of the gradient table.
+// 2c·Im<λ|Gψ> for U = exp(-icθG), to the (row, slot) of the gradient table. States are complex128 or complex64
+// (S); matrices, angles and sums stay in float64.
 #include <omp.h>
 
 #include <array>
@@ -74,12 +75,16 @@ inline M2 group_matrix(const Program& p, i64 start, i64 end, const double* param
     return m;
 }
 
-void forward_group(c128* psi, u64 n, const Program& p, i64 start, i64 end, const double* params) {
+template <class S>
+std::array<S, 4> cast(const M2& m) { return {S(m[0]), S(m[1]), S(m[2]), S(m[3])}; }
+
+template <class S>
+void forward_group(S* psi, u64 n, const Program& p, i64 start, i64 end, const double* params) {
     const i64* op = p.ops + COLUMNS * start;
     const u64 controls = u64(op[CONTROLS]);
     if (op[KIND] == MULTI_RZ) {
         const double theta = params[op[SLOT]];
-        const c128 plus(std::cos(theta / 2), -std::sin(theta / 2)), minus = std::conj(plus);  // exp(-iθ/2) where Z..Z = +1
+        const S plus(std::cos(theta / 2), -std::sin(theta / 2)), minus = std::conj(plus);  // exp(-iθ/2) where Z..Z = +1
         const u64 mask = u64(op[MASK]);
         for (u64 i = 0; i < n; ++i)
             if ((i & controls) == controls) psi[i] *= zsign(i & mask) > 0 ? plus : minus;
@@ -91,31 +96,32 @@ void forward_group(c128* psi, u64 n, const Program& p, i64 start, i64 end, const
             if (((i >> a) & 1) == 1 && ((i >> b) & 1) == 0 && (i & controls) == controls) std::swap(psi[i], psi[i ^ ((u64(1) << a) | (u64(1) << b))]);
         return;
     }
-    const M2 m = group_matrix(p, start, end, params);
+    const auto m = cast<S>(group_matrix(p, start, end, params));
     const u64 step = u64(1) << op[TARGET];
     for (u64 base = 0; base < n; base += 2 * step)  // pairs (i, i + step), i running over a contiguous run
         for (u64 i = base; i < base + step; ++i)
             if ((i & controls) == controls) {
-                const c128 a = psi[i], c = psi[i + step];
+                const S a = psi[i], c = psi[i + step];
                 psi[i] = m[0] * a + m[1] * c;
                 psi[i + step] = m[2] * a + m[3] * c;
             }
 }
 
 // Undo the group on ψ and λ in one pass, adding each parameter's derivative on the way.
-void adjoint_group(c128* psi, c128* lam, u64 n, const Program& p, i64 start, i64 end, const double* params, double* grads) {
+template <class S>
+void adjoint_group(S* psi, S* lam, u64 n, const Program& p, i64 start, i64 end, const double* params, double* grads) {
     const i64* op = p.ops + COLUMNS * start;
     const u64 controls = u64(op[CONTROLS]);
     if (op[KIND] == MULTI_RZ) {
         const double theta = params[op[SLOT]];
-        const c128 plus(std::cos(theta / 2), std::sin(theta / 2)), minus = std::conj(plus);  // the inverse
+        const S plus(std::cos(theta / 2), std::sin(theta / 2)), minus = std::conj(plus);  // the inverse
         const u64 mask = u64(op[MASK]);
         double sum = 0.0;
         for (u64 i = 0; i < n; ++i)
             if ((i & controls) == controls) {
                 const double z = zsign(i & mask);
-                sum += z * (std::conj(lam[i]) * psi[i]).imag();
-                const c128 f = z > 0 ? plus : minus;
+                sum += z * (std::conj(c128(lam[i])) * c128(psi[i])).imag();
+                const S f = z > 0 ? plus : minus;
                 psi[i] *= f;
                 lam[i] *= f;
             }
@@ -129,15 +135,15 @@ void adjoint_group(c128* psi, c128* lam, u64 n, const Program& p, i64 start, i64
     }
     // One sweep: R = Σ_pairs ψλ^† at the group's end, and both vectors undone by the group's product. Each
     // operation's derivative then follows from R carried back through the later ones (2x2 work).
-    const M2 h = dagger(group_matrix(p, start, end, params));
+    const auto h = cast<S>(dagger(group_matrix(p, start, end, params)));
     c128 r00 = 0.0, r01 = 0.0, r10 = 0.0, r11 = 0.0;
     const u64 step = u64(1) << op[TARGET];
     for (u64 base = 0; base < n; base += 2 * step)
         for (u64 i = base; i < base + step; ++i)
             if ((i & controls) == controls) {
-                const c128 p0 = psi[i], p1 = psi[i + step], l0 = lam[i], l1 = lam[i + step];
-                const c128 c0 = std::conj(l0), c1 = std::conj(l1);
-                r00 += p0 * c0, r01 += p0 * c1, r10 += p1 * c0, r11 += p1 * c1;
+                const S p0 = psi[i], p1 = psi[i + step], l0 = lam[i], l1 = lam[i + step];
+                const c128 c0 = std::conj(c128(l0)), c1 = std::conj(c128(l1)), q0 = p0, q1 = p1;
+                r00 += q0 * c0, r01 += q0 * c1, r10 += q1 * c0, r11 += q1 * c1;
                 psi[i] = h[0] * p0 + h[1] * p1, psi[i + step] = h[2] * p0 + h[3] * p1;
                 lam[i] = h[0] * l0 + h[1] * l1, lam[i + step] = h[2] * l0 + h[3] * l1;
             }
@@ -155,35 +161,47 @@ Program program(const In& ops, const In& groups, const In& matrices, u64 slots) 
     return {data<i64>(ops, "ops"), data<i64>(groups, "groups"), groups.size() / 2, data<c128>(matrices, "matrices"), slots};
 }
 
+template <class S>
+void forward_rows(Out& states, const In& ops, const In& groups, const In& params, const In& matrices) {
+    const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), slots = params.ndim() == 2 ? params.shape(1) : 0;
+    Program p = program(ops, groups, matrices, slots);
+    S* s = data<S>(states, "states");
+    const double* th = data<double>(params, "params");
+    nb::gil_scoped_release g;
+#pragma omp parallel for num_threads(threads()) schedule(static) if (states.size() >= PARALLEL_AMPLITUDES)
+    for (u64 b = 0; b < rows; ++b)
+        for (u64 gi = 0; gi < p.ngroups; ++gi) forward_group(s + b * n, n, p, p.groups[2 * gi], p.groups[2 * gi + 1], th + b * slots);
+}
+
+template <class S>
+void adjoint_rows(Out& states, Out& lams, const In& ops, const In& groups, const In& params, const In& matrices, Out& grads) {
+    const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), slots = params.ndim() == 2 ? params.shape(1) : 0;
+    Program p = program(ops, groups, matrices, slots);
+    S *s = data<S>(states, "states"), *l = data<S>(lams, "lams");
+    const double* th = data<double>(params, "params");
+    double* gr = data<double>(grads, "grads");
+    const u64 gslots = grads.ndim() == 2 ? grads.shape(1) : 0;
+    nb::gil_scoped_release g;
+#pragma omp parallel for num_threads(threads()) schedule(static) if (states.size() >= PARALLEL_AMPLITUDES)
+    for (u64 b = 0; b < rows; ++b)
+        for (u64 gi = p.ngroups; gi-- > 0;)
+            adjoint_group(s + b * n, l + b * n, n, p, p.groups[2 * gi], p.groups[2 * gi + 1], th + b * slots, gr + b * gslots);
+}
+
 }  // namespace
 
 void bind_batched(nb::module_& m) {
     m.def("forward", [](Out states, In ops, In groups, In params, In matrices) {
-        const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), slots = params.ndim() == 2 ? params.shape(1) : 0;
-        Program p = program(ops, groups, matrices, slots);
-        c128* s = data<c128>(states, "states");
-        const double* th = data<double>(params, "params");
-        nb::gil_scoped_release g;
-#pragma omp parallel for num_threads(threads()) schedule(static) if (states.size() >= PARALLEL_AMPLITUDES)
-        for (u64 b = 0; b < rows; ++b)
-            for (u64 gi = 0; gi < p.ngroups; ++gi) forward_group(s + b * n, n, p, p.groups[2 * gi], p.groups[2 * gi + 1], th + b * slots);
-    }, "Run the program on every row of ``states`` in place.");
+        if (is_single(states)) return forward_rows<std::complex<float>>(states, ops, groups, params, matrices);
+        forward_rows<c128>(states, ops, groups, params, matrices);
+    }, "Run the program on every row of ``states`` (complex128 or complex64) in place.");
     m.def("adjoint", [](Out states, Out lams, In ops, In groups, In params, In matrices, Out grads) {
-        const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), slots = params.ndim() == 2 ? params.shape(1) : 0;
-        Program p = program(ops, groups, matrices, slots);
-        c128 *s = data<c128>(states, "states"), *l = data<c128>(lams, "lams");
-        const double* th = data<double>(params, "params");
-        double* gr = data<double>(grads, "grads");
-        const u64 gslots = grads.ndim() == 2 ? grads.shape(1) : 0;
-        nb::gil_scoped_release g;
-#pragma omp parallel for num_threads(threads()) schedule(static) if (states.size() >= PARALLEL_AMPLITUDES)
-        for (u64 b = 0; b < rows; ++b)
-            for (u64 gi = p.ngroups; gi-- > 0;)
-                adjoint_group(s + b * n, l + b * n, n, p, p.groups[2 * gi], p.groups[2 * gi + 1], th + b * slots, gr + b * gslots);
+        if (is_single(states)) return adjoint_rows<std::complex<float>>(states, lams, ops, groups, params, matrices, grads);
+        adjoint_rows<c128>(states, lams, ops, groups, params, matrices, grads);
     }, "Walk the program back from the final ψ (``states``) and λ (``lams``), both consumed, adding each derivative to grads[row, slot].");
     m.def("apply_paulis", [](In states, In xmasks, In zmasks, In phases, In coefs, Out out) {
         const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), terms = xmasks.size();
-        const c128* s = data<c128>(states, "states");
+        const c128* s = data<c128>(states, "states");  // expectations read complex128 states (a c64 state is widened)
         const i64 *xm = data<i64>(xmasks, "xmasks"), *zm = data<i64>(zmasks, "zmasks");
         const c128* ph = data<c128>(phases, "phases");
         const double* co = data<double>(coefs, "coefs");

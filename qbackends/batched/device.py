@@ -23,7 +23,7 @@ from pennylane.math import Interface
 from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 
 from ..errors import UnsupportedCircuitError
-from ..simbase.device import SimulatorDevice
+from ..simbase.device import SimulatorDevice, state_dtype
 from ..simbase.gradients import refuse_trainable_coefficients
 from ..simbase.measured import variances_as_expectations
 from ..simbase.measurements import by_pennylane, marginal_index, probabilities
@@ -101,8 +101,15 @@ class BatchedQubit(SimulatorDevice):
     name = NAME
     config_filepath = Path(__file__).with_name("batched_qubit.toml")
 
-    def __init__(self, wires: Any = None) -> None:
+    def __init__(self, wires: Any = None, c_dtype: Any = np.complex128) -> None:
+        """
+        Args:
+            wires: the device's wires.
+            c_dtype: ``numpy.complex128`` (default) or ``numpy.complex64``: half the memory of the states; gates,
+                sums and gradients stay in float64.
+        """
         super().__init__(wires=wires)
+        self._dtype = state_dtype(c_dtype, self.name)
         self._executed: list[Run] = []  # the last execution's runs, for a VJP of the same circuits (``_again``)
         self._programs: dict[tuple, Program] = {}  # lowered programs by circuit structure, the latest KEPT_PROGRAMS
 
@@ -171,19 +178,19 @@ class BatchedQubit(SimulatorDevice):
         return vjps
 
     def _run(self, tape: Any) -> Run:
-        run = Run(tape, self.wires, self._programs)
+        run = Run(tape, self.wires, self._programs, self._dtype)
         self._track_tape(tape, batch_len=run.batch)
         return run
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         self._refuse_undifferentiated(circuits)
-        return tuple(Run(tape, self.wires).jacobian() for tape in circuits)
+        return tuple(Run(tape, self.wires, dtype=self._dtype).jacobian() for tape in circuits)
 
 
 class Run:
     """One tape on the kernels: its program, its parameter table, its final states."""
 
-    def __init__(self, tape: Any, wires: Any, programs: dict[tuple, Program] | None = None) -> None:
+    def __init__(self, tape: Any, wires: Any, programs: dict[tuple, Program] | None = None, dtype: Any = complex) -> None:
         self.tape = tape
         self.wires = wires if wires is not None else tape.wires
         self.program: Program = _lowered(tape.operations, self.wires, programs)
@@ -193,7 +200,7 @@ class Run:
         self.params = np.zeros((self.batch, self.program.nslots))
         for slot, index in enumerate(self.program.slot_param):
             self.params[:, slot] = np.real(qml.math.toarray(values[index]))
-        self.states = initial_states(self.batch, len(self.wires))
+        self.states = initial_states(self.batch, len(self.wires), dtype)
         kernels.forward(self.states, self.program.ops, self.program.groups, self.params, self.program.matrices)
 
     def measuring(self, tape: Any) -> Run:
@@ -294,7 +301,7 @@ class PerParameter(tuple):
         return np.zeros(len(self)).squeeze()
 
 
-def initial_states(batch: int, nwires: int) -> np.ndarray:
-    states = np.zeros((batch, 1 << nwires), dtype=complex)
+def initial_states(batch: int, nwires: int, dtype: Any = complex) -> np.ndarray:
+    states = np.zeros((batch, 1 << nwires), dtype=dtype)
     states[:, 0] = 1.0
     return states

@@ -15,8 +15,8 @@ import pennylane as qml
 from pennylane.devices import ExecutionConfig
 from pennylane.measurements import CountsMP, ExpectationMP, ProbabilityMP, SampleMP, StateMP, VarianceMP
 
-from ..errors import UnsupportedCircuitError, UnsupportedOptionError
-from ..simbase.device import SimulatorDevice
+from ..errors import UnsupportedCircuitError
+from ..simbase.device import SimulatorDevice, state_dtype
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
 from ..simbase.measured import sampled_pauli_terms, variances_as_expectations
 from ..simbase.measurements import by_pennylane, probabilities
@@ -139,7 +139,7 @@ class FusedQubit(SimulatorDevice):
         self, wires: Any = None, shots: Any = None, seed: Any = None, c_dtype: Any = np.complex128, mpi: bool = False
     ) -> None:
         super().__init__(wires=wires, shots=shots)
-        self._dtype = _state_dtype(c_dtype)
+        self._dtype = state_dtype(c_dtype, self.name)
         self._mpi = None
         if mpi:
             from .distributed import Ranks
@@ -326,20 +326,6 @@ class FusedQubit(SimulatorDevice):
 
     def _diagonal(self, terms: list[tuple[list[Any], float]], index: dict, n: int) -> np.ndarray:
         return self._diagonals.get(n, *_masks_and_coefficients(terms, index, n))
-
-
-def _state_dtype(c_dtype: Any) -> np.dtype:
-    """The amplitudes' dtype: complex128 or complex64, else a typed error naming the choices."""
-    try:
-        dtype = np.dtype(c_dtype)
-    except TypeError:
-        dtype = None
-    if dtype not in (np.complex64, np.complex128):
-        raise UnsupportedOptionError(
-            f"qbackends.fused.qubit has no c_dtype {c_dtype!r}; choices: numpy.complex128, numpy.complex64.",
-            "pass c_dtype=numpy.complex64 (or precision='c64' to get_device) for half the memory, or leave it out.",
-        )
-    return dtype
 
 
 def _masks_and_coefficients(terms: list[tuple[list[Any], float]], index: dict, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,11 +12,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pennylane as qml
 from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.capabilities import validate_mcm_method
 from pennylane.devices.preprocess import decompose, validate_device_wires
 
+from ..errors import UnsupportedOptionError
 from ..shiftrules import (
     hadamard_refusal,
     method_name,
@@ -30,6 +32,20 @@ from ..shiftrules import (
 from .measured import check_declared, refuse_undeclared
 
 ADJOINT_METHODS = ("adjoint", "best", "device")  # the gradient methods the engine's adjoint pass answers
+
+
+def state_dtype(c_dtype: Any, device_name: str) -> np.dtype:
+    """A device's amplitudes' dtype from its ``c_dtype`` option: complex128 or complex64, else a typed error."""
+    try:
+        dtype = np.dtype(c_dtype)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.complex64, np.complex128):
+        raise UnsupportedOptionError(
+            f"{device_name} has no c_dtype {c_dtype!r}; choices: numpy.complex128, numpy.complex64.",
+            "pass c_dtype=numpy.complex64 (or precision='c64' to get_device) for half the memory, or leave it out.",
+        )
+    return dtype
 
 
 class SimulatorDevice(Device):
