@@ -188,6 +188,45 @@ void adjoint_rows(Out& states, Out& lams, const In& ops, const In& groups, const
             adjoint_group(s + b * n, l + b * n, n, p, p.groups[2 * gi], p.groups[2 * gi + 1], th + b * slots, gr + b * gslots);
 }
 
+
+template <class S>
+void apply_paulis(const In& states, const In& xmasks, const In& zmasks, const In& phases, const In& coefs, Out& out) {
+    const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), terms = xmasks.size();
+    const S* s = data<S>(states, "states");
+    const i64 *xm = data<i64>(xmasks, "xmasks"), *zm = data<i64>(zmasks, "zmasks");
+    const c128* ph = data<c128>(phases, "phases");
+    const double* co = data<double>(coefs, "coefs");
+    S* o = data<S>(out, "out");
+    nb::gil_scoped_release g;
+    for (u64 b = 0; b < rows; ++b) {
+        const S* psi = s + b * n;
+        S* res = o + b * n;
+        for (u64 i = 0; i < n; ++i) res[i] = 0.0;
+        for (u64 t = 0; t < terms; ++t) {
+            const c128 w = co[b * terms + t] * ph[t];
+            if (w == 0.0) continue;
+            for (u64 i = 0; i < n; ++i) res[i ^ u64(xm[t])] += S(w * zsign(i & u64(zm[t])) * c128(psi[i]));
+        }
+    }
+}
+
+template <class S>
+void pauli_expvals(const In& states, const In& xmasks, const In& zmasks, const In& phases, Out& out) {
+    const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), terms = xmasks.size();
+    const S* s = data<S>(states, "states");
+    const i64 *xm = data<i64>(xmasks, "xmasks"), *zm = data<i64>(zmasks, "zmasks");
+    const c128* ph = data<c128>(phases, "phases");
+    double* o = data<double>(out, "out");
+    nb::gil_scoped_release g;
+    for (u64 b = 0; b < rows; ++b) {
+        const S* psi = s + b * n;
+        for (u64 t = 0; t < terms; ++t) {
+            c128 acc = 0.0;
+            for (u64 i = 0; i < n; ++i) acc += std::conj(c128(psi[i ^ u64(xm[t])])) * zsign(i & u64(zm[t])) * c128(psi[i]);
+            o[b * terms + t] = (acc * ph[t]).real();
+        }
+    }
+}
 }  // namespace
 
 void bind_batched(nb::module_& m) {
@@ -200,40 +239,13 @@ void bind_batched(nb::module_& m) {
         adjoint_rows<c128>(states, lams, ops, groups, params, matrices, grads);
     }, "Walk the program back from the final ψ (``states``) and λ (``lams``), both consumed, adding each derivative to grads[row, slot].");
     m.def("apply_paulis", [](In states, In xmasks, In zmasks, In phases, In coefs, Out out) {
-        const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), terms = xmasks.size();
-        const c128* s = data<c128>(states, "states");  // expectations read complex128 states (a c64 state is widened)
-        const i64 *xm = data<i64>(xmasks, "xmasks"), *zm = data<i64>(zmasks, "zmasks");
-        const c128* ph = data<c128>(phases, "phases");
-        const double* co = data<double>(coefs, "coefs");
-        c128* o = data<c128>(out, "out");
-        nb::gil_scoped_release g;
-        for (u64 b = 0; b < rows; ++b) {
-            const c128* psi = s + b * n;
-            c128* res = o + b * n;
-            for (u64 i = 0; i < n; ++i) res[i] = 0.0;
-            for (u64 t = 0; t < terms; ++t) {
-                const c128 w = co[b * terms + t] * ph[t];
-                if (w == 0.0) continue;
-                for (u64 i = 0; i < n; ++i) res[i ^ u64(xm[t])] += w * zsign(i & u64(zm[t])) * psi[i];
-            }
-        }
-    }, "out[b] = Σ_t coefs[b, t]·P_t states[b], with P_t|i> = phases[t]·(-1)^|i & z_t|·|i ^ x_t>.");
+        if (is_single(states)) return apply_paulis<std::complex<float>>(states, xmasks, zmasks, phases, coefs, out);
+        apply_paulis<c128>(states, xmasks, zmasks, phases, coefs, out);
+    }, "out[b] = Σ_t coefs[b, t]·P_t states[b], with P_t|i> = phases[t]·(-1)^|i & z_t|·|i ^ x_t>; out as states' dtype.");
     m.def("pauli_expvals", [](In states, In xmasks, In zmasks, In phases, Out out) {
-        const u64 rows = states.shape(0), n = states.size() / std::max<u64>(rows, 1), terms = xmasks.size();
-        const c128* s = data<c128>(states, "states");
-        const i64 *xm = data<i64>(xmasks, "xmasks"), *zm = data<i64>(zmasks, "zmasks");
-        const c128* ph = data<c128>(phases, "phases");
-        double* o = data<double>(out, "out");
-        nb::gil_scoped_release g;
-        for (u64 b = 0; b < rows; ++b) {
-            const c128* psi = s + b * n;
-            for (u64 t = 0; t < terms; ++t) {
-                c128 acc = 0.0;
-                for (u64 i = 0; i < n; ++i) acc += std::conj(psi[i ^ u64(xm[t])]) * zsign(i & u64(zm[t])) * psi[i];
-                o[b * terms + t] = (acc * ph[t]).real();
-            }
-        }
-    }, "out[b, t] = <ψ_b|P_t|ψ_b>.");
+        if (is_single(states)) return pauli_expvals<std::complex<float>>(states, xmasks, zmasks, phases, out);
+        pauli_expvals<c128>(states, xmasks, zmasks, phases, out);
+    }, "out[b, t] = <ψ_b|P_t|ψ_b>, summed in float64.");
     m.attr("PARALLEL_AMPLITUDES") = PARALLEL_AMPLITUDES;
 }
 

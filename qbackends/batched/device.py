@@ -109,7 +109,7 @@ class BatchedQubit(SimulatorDevice):
                 sums and gradients stay in float64.
         """
         super().__init__(wires=wires)
-        self._dtype = state_dtype(c_dtype, self.name)
+        self.dtype = state_dtype(c_dtype, self.name)
         self._executed: list[Run] = []  # the last execution's runs, for a VJP of the same circuits (``_again``)
         self._programs: dict[tuple, Program] = {}  # lowered programs by circuit structure, the latest KEPT_PROGRAMS
 
@@ -178,13 +178,13 @@ class BatchedQubit(SimulatorDevice):
         return vjps
 
     def _run(self, tape: Any) -> Run:
-        run = Run(tape, self.wires, self._programs, self._dtype)
+        run = Run(tape, self.wires, self._programs, self.dtype)
         self._track_tape(tape, batch_len=run.batch)
         return run
 
     def compute_derivatives(self, circuits: Any, execution_config: ExecutionConfig | None = None) -> Any:
         self._refuse_undifferentiated(circuits)
-        return tuple(Run(tape, self.wires, dtype=self._dtype).jacobian() for tape in circuits)
+        return tuple(Run(tape, self.wires, dtype=self.dtype).jacobian() for tape in circuits)
 
 
 class Run:
@@ -247,7 +247,9 @@ class Run:
                 )
             if type(m) is ProbabilityMP:  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
                 index = marginal_index([self.wires.index(w) for w in (m.wires or self.wires)], n)
-                lam += dy[:, index] * self.states
+                weight = dy.astype(self.states.real.dtype)[:, index]  # in the states' precision, part by part:
+                lam.real += weight * self.states.real  # no temporary of a whole complex state
+                lam.imag += weight * self.states.imag
             else:
                 lam += pauli_terms(m.obs, self.wires).apply(self.states, dy)
         grads = np.zeros_like(self.params)

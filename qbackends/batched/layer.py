@@ -37,6 +37,7 @@ class Plan:
     from_inputs: np.ndarray  # (input columns, slots)
     from_weights: np.ndarray  # (flat weight entries, slots)
     consts: np.ndarray  # (slots,)
+    dtype: np.dtype  # the device's amplitudes: complex128 or complex64
 
     def params(self, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return x @ self.from_inputs + (weights @ self.from_weights + self.consts)
@@ -107,7 +108,7 @@ def compile_plan(layer: Any, nfeatures: int, rows: int = TRACE_ROWS) -> Plan | N
         else:
             return None
     terms = tuple(pauli_terms(m.obs, device.wires) for m in t1.measurements)
-    return Plan(p1, terms, from_inputs, from_weights, consts)
+    return Plan(p1, terms, from_inputs, from_weights, consts, device.dtype)
 
 
 class _Batch(torch.autograd.Function):
@@ -117,7 +118,7 @@ class _Batch(torch.autograd.Function):
     def forward(ctx: Any, plan: Plan, x: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
         flat = torch.cat([w.detach().reshape(-1) for w in weights]) if weights else x.new_zeros(0)
         params = plan.params(_host(x), _host(flat))
-        states = initial_states(x.shape[0], plan.program.nwires)
+        states = initial_states(x.shape[0], plan.program.nwires, plan.dtype)
         kernels.forward(states, plan.program.ops, plan.program.groups, params, plan.program.matrices)
         ctx.plan, ctx.states, ctx.params = plan, states, params
         ctx.sizes, ctx.shapes = [w.numel() for w in weights], [w.shape for w in weights]

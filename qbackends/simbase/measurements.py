@@ -35,7 +35,7 @@ def probabilities(states: np.ndarray, wires: list[int], n: int) -> np.ndarray:
 
 def marginal_index(wires: list[int], n: int) -> np.ndarray:
     """For each basis state, its index in the marginal over ``wires`` (in their order)."""
-    i = np.arange(1 << n)
+    i = np.arange(1 << n, dtype=np.int32 if n < 31 else np.int64)  # 4 bytes an amplitude: less than a c64 state
     index = np.zeros_like(i)
     for w in wires:
         index = (index << 1) | ((i >> (n - 1 - w)) & 1)
