@@ -26,6 +26,8 @@ class Backend:
             (e.g. tensor-network simulators).
         rank_state_copies: the same for one rank of an ``mpi=True`` run, in states of the rank's share; None:
             ``state_copies``.
+        rank_buffer_bytes: bytes a rank of an ``mpi=True`` run holds besides its share's copies, whatever its size
+            (at most half its share is counted: a rank's buffer for an exchange need not be larger).
         dense_adjoint_observables: True when the device's adjoint method turns a Hamiltonian into a
             dense 2^n x 2^n matrix (default.qubit), so adjoint memory grows as 4^n.
         preference: order for ``auto`` without a calibration profile; higher wins.
@@ -61,6 +63,7 @@ class Backend:
     hardware: Hardware = "cpu"
     state_copies: float | None = 4.0
     rank_state_copies: float | None = None
+    rank_buffer_bytes: int = 0
     dense_adjoint_observables: bool = False
     preference: int = 0
     min_auto_wires: int = 0

@@ -95,6 +95,7 @@ BACKENDS = (
         # a rank: ψ, λ and a weighted cost's diagonal in each of the two bit layouts the exchanges alternate between;
         # measured at 22 wires on 2 ranks: 3.09 (c128) and 3.18 (c64) weighted, 2.33 and 2.67 unweighted
         rank_state_copies=3.25,
+        rank_buffer_bytes=16 << 20,  # the exchange's receiving piece (fused.distributed.EXCHANGE_PIECE_BYTES)
         preference=5,
         description="fused diagonal blocks and gate layers (compiled C++); the QAOA workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),

@@ -85,18 +85,22 @@ def state_bytes(wires: int, precision: str = "c128") -> int:
 
 
 def working_set_bytes(
-    backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: bool = False
+    backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: int = 0
 ) -> int:
-    """Peak bytes a value+gradient run needs on this backend (``mpi``: one rank, ``wires`` its share)."""
-    copies = backend.copies(mpi) or 0.0
+    """Peak bytes a value+gradient run needs on this backend. ``mpi``: the ranks of an MPI job on this node (True: one),
+    ``wires`` their shares' worth, each rank at ``rank_state_copies`` of its share and its ``rank_buffer_bytes``."""
+    copies = backend.copies(bool(mpi)) or 0.0
     need = int(state_bytes(wires, precision) * copies)
+    if mpi:
+        share = state_bytes(wires, precision) // int(mpi)
+        need += int(mpi) * min(backend.rank_buffer_bytes, share // 2)
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         need += 16 << (2 * wires)  # dense complex128 Hamiltonian matrix
     return need
 
 
 def max_wires(
-    backend: Backend, available: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: bool = False
+    backend: Backend, available: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: int = 0
 ) -> int | None:
     """The largest wire count whose working set fits in ``available`` bytes."""
     if backend.state_copies is None:
@@ -121,10 +125,11 @@ def evaluate(
     precision: str = "c128",
     diff_method: str | None = "adjoint",
     construction_error: str | None = None,
-    mpi: bool = False,
+    mpi: int = 0,
 ) -> Capabilities:
     """The capabilities record of ``backend`` on the machine ``facts`` describes; ``construction_error``: why it failed
-    at construction in this process (a ``Context``'s ``build_failures``), if it did; ``mpi``: sized as one rank."""
+    at construction in this process (a ``Context``'s ``build_failures``), if it did; ``mpi``: sized as that many ranks
+    of an MPI job (``working_set_bytes``)."""
     version = facts.distributions.get(backend.distribution)
     hardware = hardware_of(backend, facts)
     available, where, problem, fix = _hardware_check(hardware, facts)
@@ -159,7 +164,7 @@ def evaluate(
         hardware=where,
         memory_available=available,
         max_wires=max_wires(backend, available, precision, diff_method, mpi),
-        state_copies=backend.copies(mpi),
+        state_copies=backend.copies(bool(mpi)),
         operations=declared_operations(backend) if version is not None else DeclaredOperations(),
     )
 

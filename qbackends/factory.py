@@ -20,7 +20,7 @@ from .context import Context
 from .deviceoptions import build_options
 from .errors import BackendUnavailableError, QBackendsError, UnsupportedOptionError
 from .request import Request
-from .screening import Choice, check_request_on, guarded_wires, machine, requested_chain, screen
+from .screening import Choice, check_request_on, guarded_wires, machine, node_ranks, requested_chain, screen
 
 log = logging.getLogger("qbackends")
 
@@ -43,7 +43,7 @@ def build_requested(request: Request, context: Context) -> Any:
         facts,
         True,
         context,
-        mpi=bool(request.options.get("mpi")),
+        mpi=node_ranks() if request.options.get("mpi") else 0,
     )
     for choice in fit:
         try:

@@ -149,11 +149,12 @@ def screen(
     facts: probe.MachineFacts,
     every: bool = False,
     context: Context | None = None,
-    mpi: bool = False,
+    mpi: int = 0,
 ) -> tuple[list[Choice], list[QBackendsError]]:
     """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
     the others do not: among them, those the context saw fail at construction (``Context.build_failures``).
-    ``mpi``: ``wires`` is one rank's share (``guarded_wires``), sized with the backend's ``rank_state_copies``.
+    ``mpi``: the ranks of an MPI job on this node (``node_ranks``), ``wires`` their shares' worth (``guarded_wires``),
+    each sized with the backend's ``rank_state_copies`` and ``rank_buffer_bytes``.
 
     Raises:
         BackendUnavailableError, InsufficientMemoryError: when none of them does.
@@ -191,7 +192,7 @@ def memory_error(
     precision: str,
     diff_method: str | None,
     context: Context,
-    mpi: bool = False,
+    mpi: int = 0,
 ) -> InsufficientMemoryError:
     need = capabilities.working_set_bytes(backend, wires, precision, diff_method, mpi)
     held = f"this node's ranks' shares of the state ({wires} wires' worth)" if mpi else f"{wires} wires"
@@ -200,7 +201,10 @@ def memory_error(
         what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
     else:
         during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
-        what += f"({backend.copies(mpi):g} state copies of {_gib(capabilities.state_bytes(wires, precision))} during {during}) "
+        held_copies = f"{backend.copies(bool(mpi)):g} state copies of {_gib(capabilities.state_bytes(wires, precision))}"
+        if mpi and backend.rank_buffer_bytes:
+            held_copies += f" and {int(mpi)} rank buffer{'s' if mpi > 1 else ''} of up to {backend.rank_buffer_bytes >> 20} MiB"
+        what += f"({held_copies} during {during}) "
     fixes = [f"use at most {caps.max_wires} wires"]
     if precision == "c128" and not backend.dense_adjoint_observables and accepts_precision(backend, context):
         fixes.append("precision='c64' halves the memory")
@@ -239,8 +243,15 @@ def rank_share_wires(count: int, launch: Any = None) -> int:
     (each rank 2^count / world amplitudes, ``local_world`` ranks on this node): what the memory guard sizes
     against this node's memory. ``launch``: ``launchers.current()`` unless given."""
     launch = launch if launch is not None else launchers.current()
-    world, local = (launch.world, launch.local_world) if launch is not None else (probe.mpi_world_size(), 1)
-    return max(count - (world.bit_length() - 1) + (local - 1).bit_length(), 0)
+    world = launch.world if launch is not None else probe.mpi_world_size()
+    return max(count - (world.bit_length() - 1) + node_ranks(launch).bit_length() - 1, 0)
+
+
+def node_ranks(launch: Any = None) -> int:
+    """The ranks of an MPI job on this node, rounded up to a power of two, as ``rank_share_wires`` counts them."""
+    launch = launch if launch is not None else launchers.current()
+    local = launch.local_world if launch is not None else 1
+    return 1 << (local - 1).bit_length()
 
 
 def guarded_wires(request: Request) -> int | None:

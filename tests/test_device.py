@@ -287,7 +287,23 @@ def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
         get_device("local:qbackends/fused.qubit", wires=40, mpi=True)
     text = str(err.value)
     assert "this node's ranks' shares of the state (40 wires' worth) on local:qbackends/fused.qubit at c128" in text
-    assert f"({int(3.25 * 16 * 2**40)} bytes) (3.25 state copies of" in text
+    assert f"({int(3.25 * 16 * 2**40) + (16 << 20)} bytes) (3.25 state copies of" in text
+    assert "and 1 rank buffer of up to 16 MiB during an adjoint gradient" in text
+    from qbackends.fused import distributed
+
+    assert fused.rank_buffer_bytes == distributed.EXCHANGE_PIECE_BYTES  # the exchange's receiving piece
+
+
+def test_a_node_of_ranks_is_sized_with_each_ranks_buffer():
+    """Two ranks on a node: their shares' copies and a buffer each, at most half a rank's share (its exchange piece)."""
+    from qbackends import capabilities
+
+    fused = get_context().registry.backends["qbackends/fused.qubit"]
+    share = 32 << 20  # a 21-wire share at c128: two of them are 22 wires' worth
+    assert capabilities.working_set_bytes(fused, 22, mpi=2) == int(3.25 * 2 * share) + 2 * (16 << 20)
+    assert capabilities.working_set_bytes(fused, 20, mpi=2) == int(3.25 * (16 << 20)) + 2 * (4 << 20)  # half of an 8 MiB share
+    assert capabilities.working_set_bytes(fused, 30, mpi=2) == int(3.25 * 16 * 2**30) + 2 * (16 << 20)
+    assert capabilities.working_set_bytes(fused, 30) == int(2.75 * 16 * 2**30)  # one process: no exchange
 
 
 def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monkeypatch):

@@ -33,7 +33,10 @@ from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitErro
 from . import engine
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
 
-EXCHANGE_PIECE_BYTES = 4 << 20  # an exchange sends and receives a state in pieces of this size
+# An exchange sends and receives a block in pieces of this size, each received into a buffer of its own and
+# copied in place: on MPICH's shared memory, pieces of 16 MiB exchanged a 64 MiB block 3.4x as fast as
+# MPI_Sendrecv_replace in 4 MiB pieces (11 ms against 38 ms), pieces of 4-8 MiB no faster than it.
+EXCHANGE_PIECE_BYTES = 16 << 20
 MIN_LOCAL_BITS = 10  # 2^10 amplitudes per rank at least: fewer and the exchanges are all there is
 RUNS = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | {"CommutingRotations"}
 INSTALL = "pip install 'qbackends[mpi]' and start the ranks with mpiexec -n R"
@@ -272,15 +275,19 @@ class Ranks:
 
     def exchange(self, state: np.ndarray) -> np.ndarray:
         """``state`` with the global and top local bits swapped, in place: this rank's block t (top local bits t) goes
-        to rank t, whose block for this rank comes back in its place. Pairwise, in pieces of EXCHANGE_PIECE_BYTES:
-        no second state is held (an all-to-all needs a receiving buffer as large as the share)."""
+        to rank t, whose block for this rank comes back in its place. Pairwise, in pieces of EXCHANGE_PIECE_BYTES
+        received into one buffer of that size: no second state is held (an all-to-all needs a receiving buffer as
+        large as the share)."""
         block = state.size // self.size
-        piece = max(1, EXCHANGE_PIECE_BYTES // state.itemsize)
+        received = self._buffer("piece", min(block, max(1, EXCHANGE_PIECE_BYTES // state.itemsize)))
         for step in range(1, self.size):
             peer = self.rank ^ step  # both ranks of a pair name each other at the same step
             mine = state[peer * block : (peer + 1) * block]
-            for start in range(0, block, piece):
-                self.comm.Sendrecv_replace([mine[start : start + piece], self._mpi_type], dest=peer, source=peer)
+            for start in range(0, block, received.size):
+                piece = mine[start : start + received.size]
+                into = received[: piece.size]
+                self.comm.Sendrecv([piece, self._mpi_type], dest=peer, recvbuf=[into, self._mpi_type], source=peer)
+                piece[:] = into
         self.exchanges += 1
         return state
 
