@@ -785,3 +785,47 @@ def test_c64_moves_half_the_state_bytes_and_holds_half_the_memory():
     tracemalloc.stop()
     declared = get_registry().backends["qbackends/fused.qubit"].state_copies
     assert peak <= declared * 8 * 2**graph.nodes, f"peak {peak / (8 * 2**graph.nodes):.2f} c64 state vectors > {declared}"
+
+
+@pytest.mark.parametrize("precision", ["c128", "c64"])
+def test_a_mixer_the_cost_layer_and_the_mixer_before_it_are_undone_in_one_sweep(monkeypatch, precision):
+    """Where the first cost layer does not lead back to |+⟩ cheaply (p = 5; a CNOT after the Hadamards) the adjoint
+    pass undoes a mixer, the cost layer before it and the mixer before that on φ and λ in one sweep
+    (engine._fused_layer_adjoint); when that earlier mixer is the first segment with parameters the sweep takes its
+    moments and writes nothing back. Gradients as lightning.qubit's (c64: within the stated tolerance)."""
+    n = 12
+    graph = qaoa.random_graph(n, 18, seed=3)
+    cost = qaoa.cost_hamiltonian(graph)
+    scale = sum(abs(w) for *_, w in graph.edges)
+    mixer = qml.Hamiltonian([1.0] * n, [qml.X(w) for w in range(n)])
+    swept = []
+    fused_adjoint = engine._fused_layer_adjoint
+    monkeypatch.setattr(engine, "_fused_layer_adjoint", lambda *a: swept.append(a[-1]) or fused_adjoint(*a))
+
+    def deep(p):  # as users write it: one parameter per cost layer
+        for w in range(n):
+            qml.Hadamard(w)
+        for layer in range(5):
+            qml.qaoa.cost_layer(p[0][layer], cost)
+            qml.qaoa.mixer_layer(p[1][layer], mixer)
+        return qml.expval(cost)
+
+    def fixed_block_first(p):
+        for w in range(n):
+            qml.Hadamard(w)
+        qml.CNOT([0, 1])  # no parameter: the first trainable segment is the layer after it
+        for layer in range(3):
+            for w in range(n):
+                qml.RX(p[layer] * (1 + 0.1 * w), wires=w)
+            if layer < 2:
+                qml.qaoa.cost_layer(p[3 + layer], cost)
+        return qml.expval(cost)
+
+    reference = qml.device("lightning.qubit", wires=n)
+    for circuit, params in ((deep, random_params((2, 5), seed=5)), (fixed_block_first, random_params(5, seed=6))):
+        ours = qml.QNode(circuit, get_device(FUSED, wires=n, precision=precision), diff_method="adjoint")
+        theirs = qml.QNode(circuit, reference, diff_method="adjoint")
+        tol = (1e-10, 1e-10) if precision == "c128" else (C64_ENERGY * scale, C64_GRADIENT * scale)
+        assert abs(float(ours(params)) - float(theirs(params))) <= tol[0]
+        np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(theirs)(params), atol=tol[1], rtol=0)
+    assert set(swept) == {True, False}  # both kinds of sweep ran

@@ -154,14 +154,28 @@ void bind_fused(nb::module_& m) {
         })
     });
     m.def("layer_adjoint", [](Out phi, Out lam, int run_bits, In high, In rest, bool transposed, In inverses, In tile_bits, In generators,
-                              Out out, int nthreads, bool undo) {
+                              Out out, int nthreads, bool undo, nb::tuple block, nb::tuple carried) {
         TilingArgs t(run_bits, high, rest, transposed);
         double* o = data<double>(out, "out");
+        if (block.size() != 3 || carried.size() != 4) throw nb::value_error("block: (levels, phases, sums); carried: (bits, generators, out, inverses)");
+        In block_levels = nb::cast<In>(block[0]), block_phases = nb::cast<In>(block[1]);
+        Out sums = nb::cast<Out>(block[2]);
+        In carried_bits = nb::cast<In>(carried[0]), carried_generators = nb::cast<In>(carried[1]), carried_inverses = nb::cast<In>(carried[3]);
+        Out carried_out = nb::cast<Out>(carried[2]);
         QB_STATE(phi, {
             Gates<T> gs = gates<T>(inverses, tile_bits, &generators);
+            BlockAfter<T> after;
+            after.levels = values(block_levels, "block levels");
+            after.phases = phases<T>(block_phases, after.levels, "block phases");
+            after.sums = data<double>(sums, "sums");
+            after.carried = gates<T>(carried_inverses, carried_bits, &carried_generators);
+            after.carried_out = data<double>(carried_out, "carried out");
+            if (after.levels.size && (!after.sums || (after.carried.count && !after.carried_out)))
+                throw nb::value_error("a block after the layer needs its sums, and a carried pass its out");
+            if (after.levels.size && size_t(after.levels.size) != phi.size()) throw nb::value_error("block levels: one per amplitude");
             auto *p = data<cplx<T>>(phi, "phi"), *l = data<cplx<T>>(lam, "lam");
             nb::gil_scoped_release g;
-            layer_adjoint<T>(p, l, t.t, gs, o, nthreads, undo);
+            layer_adjoint<T>(p, l, t.t, gs, o, nthreads, undo, after);
         })
     });
     m.def("layer_apply", [](In source, Out psi, int run_bits, In high, In rest, bool transposed, In mats, In tile_bits, nb::tuple product_,

@@ -855,32 +855,49 @@ void product_state(cplx<T>* psi, u64 n, int low_bits, const cplx<double>* low_ve
     }
 }
 
-// One adjoint pass over a product layer: out[t, i] += Im<λ|P_i|φ> and φ, λ <- U_i† φ, U_i† λ (``inverses``)
-// for every gate of the pass. The gates act on distinct wires and P_i commutes with U_i.
+// Gates' moments and undoing on φ and λ, over a tile: row[i] += Im<λ|P_i|φ> taken before U_i† (gates in turn).
 template <class T>
-void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates<T>& inverses, double* out, int nthreads, bool undo) {
+void undo_gates_with_moments(T* pre, T* pim, T* lre, T* lim, u64 width, const Gates<T>& inverses, double* row) {
+    const u64 inner = inner_count(inverses, width);
+    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+    for (u64 block = 0; block < width; block += subtile)
+        for (u64 i = 0; i < inner; ++i)
+            row[i] += undo_with_moment(pre + block, pim + block, lre + block, lim + block, subtile, int(inverses.tile_bits[i]),
+                                       inverses.mats + 4 * i, inverses.generators[i]);
+    for (u64 i = inner; i < inverses.count; ++i)
+        row[i] += undo_with_moment(pre, pim, lre, lim, width, int(inverses.tile_bits[i]), inverses.mats + 4 * i, inverses.generators[i]);
+}
+
+// One adjoint pass over a product layer: out[t, i] += Im<λ|P_i|φ> and φ, λ <- U_i† φ, U_i† λ (``inverses``)
+// for every gate of the pass. The gates act on distinct wires and P_i commutes with U_i. With ``after`` (a
+// diagonal block right after the layer and a pass of the next layer, of this tiling): that pass first (its
+// moments into carried_out, undone on both), then the block's sums at its output and the block undone on both.
+template <class T>
+void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates<T>& inverses, double* out, int nthreads, bool undo,
+                   const BlockAfter<T>& after) {
     const u64 width = tile_width(tiling), tiles = tile_count(tiling);
     const std::vector<u64> offsets = run_offsets(tiling);
     const u64 n = width * tiles;
+    const bool block = after.levels.size != 0;
 #pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
     for (int th = 0; th < nthreads; ++th) {
         Buffer<T> pre(width), pim(width), lre(width), lim(width);
+        Buffer<char> tile_levels(block ? width * value_bytes(after.levels.kind) : 0);
         double* row = out + u64(th) * inverses.count;
         u64 first, last;
         tiles_of_thread(th, tiles, nthreads, first, last);
-        const u64 inner = inner_count(inverses, width);
-        const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
         for (u64 tile = first; tile < last; ++tile) {
             const u64 base = tile_base(tile, tiling);
             gather(pre.get(), pim.get(), phi, base, offsets, tiling.run_bits, tiling.transposed);
             gather(lre.get(), lim.get(), lam, base, offsets, tiling.run_bits, tiling.transposed);
-            for (u64 block = 0; block < width; block += subtile)
-                for (u64 i = 0; i < inner; ++i)
-                    row[i] += undo_with_moment(pre.get() + block, pim.get() + block, lre.get() + block, lim.get() + block, subtile,
-                                               int(inverses.tile_bits[i]), inverses.mats + 4 * i, inverses.generators[i]);
-            for (u64 i = inner; i < inverses.count; ++i)
-                row[i] += undo_with_moment(pre.get(), pim.get(), lre.get(), lim.get(), width, int(inverses.tile_bits[i]), inverses.mats + 4 * i,
-                                           inverses.generators[i]);
+            if (block) {
+                undo_gates_with_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, after.carried, after.carried_out + u64(th) * after.carried.count);
+                tile_values(after.levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
+                level_sums(pre.get(), pim.get(), lre.get(), lim.get(), width, tile_levels.get(), after.levels.kind, after.sums + 2 * u64(th));
+                phase_tile(pre.get(), pim.get(), width, tile_levels.get(), after.levels.kind, after.phases);
+                phase_tile(lre.get(), lim.get(), width, tile_levels.get(), after.levels.kind, after.phases);
+            }
+            undo_gates_with_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, inverses, row);
             if (undo) {  // the last segment differentiated: moments only, φ and λ are not needed after it
                 scatter(pre.get(), pim.get(), phi, n, base, offsets, tiling.run_bits, tiling.transposed);
                 scatter(lre.get(), lim.get(), lam, n, base, offsets, tiling.run_bits, tiling.transposed);
@@ -1062,7 +1079,7 @@ void scatter_tile(const T* re, const T* im, cplx<T>* psi, u64 n, u64 base, const
     template void diag_adjoint_levels<T>(cplx<T>*, cplx<T>*, u64, const std::uint16_t*, const cplx<T>*, int, const i64*, u64,      \
                                          double*, double*, int, bool);                                                             \
     template void product_state<T>(cplx<T>*, u64, int, const cplx<double>*, const cplx<double>*, u64, Values, Phases);            \
-    template void layer_adjoint<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, double*, int, bool);                       \
+    template void layer_adjoint<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, double*, int, bool, const BlockAfter<T>&);  \
     template double layer_apply<T>(const cplx<T>*, cplx<T>*, bool, const Tiling&, const Gates<T>&, const Product<T>&, const T*,   \
                                    u64, const std::uint16_t*, u64, cplx<T>*, bool, const cplx<T>*, u64, double*, bool, int);       \
     template void layers_with_diagonal<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, Values, Phases, const Gates<T>&,    \

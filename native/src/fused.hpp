@@ -95,8 +95,17 @@ template <class T>
 void product_state(std::complex<T>* psi, u64 n, int low_bits, const std::complex<double>* low_vectors,
                    const std::complex<double>* high_vectors, u64 nhigh, Values levels, Phases phases);
 template <class T>
+struct BlockAfter {  // layer_adjoint's diagonal block after the layer (no levels: none) and the next layer's pass after it
+    Values levels;
+    Phases phases;          // undoing it
+    double* sums = nullptr;  // (nthreads, 2)
+    Gates<T> carried;       // inverses, tile bits, generators
+    double* carried_out = nullptr;  // (nthreads, carried.count)
+};
+
+template <class T>
 void layer_adjoint(std::complex<T>* phi, std::complex<T>* lam, const Tiling& tiling, const Gates<T>& inverses, double* out,
-                   int nthreads, bool undo);
+                   int nthreads, bool undo, const BlockAfter<T>& after);
 template <class T>
 double layer_apply(const std::complex<T>* source, std::complex<T>* psi, bool write_psi, const Tiling& tiling, const Gates<T>& gates,
                    const Product<T>& product, const T* diagonal, u64 ndiagonal, const std::uint16_t* levels, u64 nlevels,

@@ -771,6 +771,10 @@ def adjoint_gradient(
             _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill, source, at_input=at_input)
             if source is not None and i - (2 if took_block else 1) >= first_needed:
                 refill(phi)  # segments before it read φ
+        elif isinstance(seg, ProductLayer) and (fusion := _both_fusion(segments, i, first_needed, nwires, cache)):
+            _fused_layer_adjoint(segments, i, fusion, phi, lam, nwires, traffic, grad, through or i - 2 != first_needed)
+            i -= 3
+            continue
         elif isinstance(seg, ProductLayer):
             _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo)
         elif isinstance(seg, DiagonalBlock):
@@ -948,16 +952,97 @@ def _inverses(mats: np.ndarray) -> np.ndarray:
 
 
 def _layer_adjoint(
-    seg: ProductLayer, phi: np.ndarray, lam: np.ndarray, nwires: int, traffic: Traffic, grad: np.ndarray, undo: bool
+    seg: ProductLayer,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    nwires: int,
+    traffic: Traffic,
+    grad: np.ndarray,
+    undo: bool,
+    skip: int | None = None,
 ) -> None:
-    """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False)."""
+    """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False); ``skip``: a pass done elsewhere."""
+    for k, p in enumerate(_layer_passes(seg, nwires)):
+        if k != skip:
+            _pass_adjoint(p, phi, lam, traffic, grad, undo)
+
+
+NO_BLOCK = (np.empty(0, dtype=np.uint16), np.empty(0, dtype=complex), np.empty((0, 2)))
+
+
+def _pass_adjoint(
+    p: Pass,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    traffic: Traffic,
+    grad: np.ndarray,
+    undo: bool,
+    after: tuple[SweepBlock, Pass] | None = None,
+) -> np.ndarray | None:
+    """``kernels.layer_adjoint`` over pass ``p``; ``after``: the diagonal block after the layer and the next layer's pass
+    of this tiling, undone first in the same sweep (their moments added; the block's sums returned)."""
     nthreads = K.threads()
-    for p in _layer_passes(seg, nwires):
-        out = np.zeros((nthreads, len(p.params)))
-        inverses = _inverses(p.mats)
-        K.layer_adjoint(phi, lam, *p.tiling(), *_cast(phi, inverses), p.tile_bits, p.generators, out, nthreads, undo)
-        traffic.add(phi.size, states=4 if undo else 2)
-        _add_moments(grad, p, out)
+    out = np.zeros((nthreads, len(p.params)))
+    block, carried, sums = NO_BLOCK, NO_CARRIED, None
+    if after is not None:
+        swept, q = after
+        sums, carried_out = np.zeros((nthreads, 2)), np.zeros((nthreads, len(q.params)))
+        block, carried = (swept.values, swept.phases, sums), (q.tile_bits, q.generators, carried_out, _inverses(q.mats))
+    levels, phases, block_sums = block
+    bits, generators, carried_out, carried_inverses = carried
+    K.layer_adjoint(
+        phi,
+        lam,
+        *p.tiling(),
+        *_cast(phi, _inverses(p.mats)),
+        p.tile_bits,
+        p.generators,
+        out,
+        nthreads,
+        undo,
+        (levels, *_cast(phi, phases), block_sums),
+        (bits, generators, carried_out, *_cast(phi, carried_inverses)),
+    )
+    traffic.add(phi.size, states=4 if undo else 2, values=levels.itemsize if after is not None else 0)
+    if after is not None:
+        _add_moments(grad, after[1], carried_out)
+    _add_moments(grad, p, out)
+    return sums
+
+
+def _both_fusion(
+    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None
+) -> Fusion | None:
+    """The fusion of layer i - 2, the block and layer i for an adjoint pass that undoes all three on φ and λ,
+    when the block's moments follow from a sweep's sums (or it has no parameter)."""
+    if i - 2 < first_needed:
+        return None
+    fusion = _fusion(segments, i - 2, nwires, cache, -1.0)
+    return fusion if fusion is not None and fusion.block.param is not None else None
+
+
+def _fused_layer_adjoint(
+    segments: list[Segment],
+    i: int,
+    fusion: Fusion,
+    phi: np.ndarray,
+    lam: np.ndarray,
+    nwires: int,
+    traffic: Traffic,
+    grad: np.ndarray,
+    undo_low: bool,
+) -> None:
+    """The adjoint pass over layer i, the block before it and layer i - 2, on φ and λ: layer i's passes but the
+    shared-tiling one, then one sweep that undoes that pass, the block and layer i - 2's pass of the tiling, then
+    layer i - 2's other passes (a layer's gates commute: its passes' moments hold wherever the others stand)."""
+    high, block, low = segments[i], segments[i - 1], segments[i - 2]
+    assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
+    _layer_adjoint(high, phi, lam, nwires, traffic, grad, True, skip=fusion.b)
+    others = len(_layer_passes(low, nwires)) > 1
+    sums = _pass_adjoint(fusion.low, phi, lam, traffic, grad, undo_low or others, after=(fusion.block, fusion.high))
+    assert sums is not None
+    _add_block_moments(grad, block, fusion.block, sums)
+    _layer_adjoint(low, phi, lam, nwires, traffic, grad, undo_low, skip=fusion.a)
 
 
 def _layer_adjoint_lambda(
