@@ -68,9 +68,7 @@ def without_circuit(registry: Registry, facts: probe.MachineFacts, wires: int | 
     """``auto.without_circuit`` with this machine's workload profile (``qbackends calibrate --workload qaoa``), read
     when a wire count is given."""
     profile = calibration.load_profile(facts) if wires is not None else None
-    return auto.without_circuit(
-        registry.backends.values(), wires, profile, lambda b: capabilities.evaluate(b, facts).ok
-    )
+    return auto.without_circuit(registry.backends.values(), wires, profile, lambda b: capabilities.evaluate(b, facts).ok)
 
 
 def auto_candidates(

@@ -1010,9 +1010,7 @@ def _pass_adjoint(
     return sums
 
 
-def _both_fusion(
-    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None
-) -> Fusion | None:
+def _both_fusion(segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None) -> Fusion | None:
     """The fusion of layer i - 2, the block and layer i for an adjoint pass that undoes all three on φ and λ,
     when the block's moments follow from a sweep's sums (or it has no parameter)."""
     if i - 2 < first_needed:
