@@ -246,10 +246,14 @@ class Run:
                     "return those from a differentiated circuit, or use diff_method='parameter-shift' or another backend.",
                 )
             if type(m) is ProbabilityMP:  # d Σ_k dy_k p_k = <ψ|diag(dy[marginal index])|ψ>
-                index = marginal_index([self.wires.index(w) for w in (m.wires or self.wires)], n)
-                weight = dy.astype(self.states.real.dtype)[:, index]  # in the states' precision, part by part:
-                lam.real += weight * self.states.real  # no temporary of a whole complex state
-                lam.imag += weight * self.states.imag
+                axes, size = [self.wires.index(w) for w in (m.wires or self.wires)], 1 << n
+                piece = max(1 << 14, size >> 6)  # the index and weights a piece at a time: no whole-state temporary
+                weights = dy.astype(self.states.real.dtype)  # in the states' precision
+                for start in range(0, size, piece):
+                    part = slice(start, min(start + piece, size))
+                    weight = weights[:, marginal_index(axes, n, part.start, part.stop)]
+                    lam.real[:, part] += weight * self.states.real[:, part]
+                    lam.imag[:, part] += weight * self.states.imag[:, part]
             else:
                 lam += pauli_terms(m.obs, self.wires).apply(self.states, dy)
         grads = np.zeros_like(self.params)

@@ -33,9 +33,9 @@ def probabilities(states: np.ndarray, wires: list[int], n: int) -> np.ndarray:
     return marginal.reshape(batch + (-1,))
 
 
-def marginal_index(wires: list[int], n: int) -> np.ndarray:
-    """For each basis state, its index in the marginal over ``wires`` (in their order)."""
-    i = np.arange(1 << n, dtype=np.int32 if n < 31 else np.int64)  # 4 bytes an amplitude: less than a c64 state
+def marginal_index(wires: list[int], n: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """For each basis state (those from ``start`` to ``stop``), its index in the marginal over ``wires`` (in their order)."""
+    i = np.arange(start, 1 << n if stop is None else stop, dtype=np.int32 if n < 31 else np.int64)
     index = np.zeros_like(i)
     for w in wires:
         index = (index << 1) | ((i >> (n - 1 - w)) & 1)
