@@ -983,12 +983,12 @@ def _pass_adjoint(
     of this tiling, undone first in the same sweep (their moments added; the block's sums returned)."""
     nthreads = K.threads()
     out = np.zeros((nthreads, len(p.params)))
-    block, carried, sums = NO_BLOCK, NO_CARRIED, None
+    block, carried = NO_BLOCK, NO_CARRIED
     if after is not None:
         swept, q = after
-        sums, carried_out = np.zeros((nthreads, 2)), np.zeros((nthreads, len(q.params)))
-        block, carried = (swept.values, swept.phases, sums), (q.tile_bits, q.generators, carried_out, _inverses(q.mats))
-    levels, phases, block_sums = block
+        block = (swept.values, swept.phases, np.zeros((nthreads, 2)))
+        carried = (q.tile_bits, q.generators, np.zeros((nthreads, len(q.params))), _inverses(q.mats))
+    levels, phases, sums = block
     bits, generators, carried_out, carried_inverses = carried
     K.layer_adjoint(
         phi,
@@ -1000,14 +1000,14 @@ def _pass_adjoint(
         out,
         nthreads,
         undo,
-        (levels, *_cast(phi, phases), block_sums),
+        (levels, *_cast(phi, phases), sums),
         (bits, generators, carried_out, *_cast(phi, carried_inverses)),
     )
     traffic.add(phi.size, states=4 if undo else 2, values=levels.itemsize if after is not None else 0)
     if after is not None:
         _add_moments(grad, after[1], carried_out)
     _add_moments(grad, p, out)
-    return sums
+    return sums if after is not None else None
 
 
 def _both_fusion(segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None) -> Fusion | None:
