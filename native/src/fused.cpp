@@ -387,6 +387,15 @@ inline u64 inner_count(const Gates<T>& g, u64 width) {  // leading gates (by til
     return count;
 }
 
+// inner_count for the sweeps that take gates two at a time: when both ranges are odd, the last inner gate joins
+// the outer ones, so that no gate takes a sweep alone (at about half a paired gate's rate; outer pairs, in L2,
+// run as fast as inner ones in L1: 14 gates on a 2^17 tile, 0.111 against 0.126 ns per amplitude and gate).
+template <class T>
+inline u64 paired_inner_count(const Gates<T>& g, u64 width) {
+    const u64 count = inner_count(g, width);
+    return count % 2 && (g.count - count) % 2 ? count - 1 : count;
+}
+
 // The first amplitude of quadruple number q0 (a multiple of step1): q0 with zero bits put in at the two gates' bits.
 inline u64 quad_start(u64 q0, u64 step1, u64 step2) {
     const u64 low = step1 - 1, mid = (step2 >> 1) - 1;
@@ -499,7 +508,7 @@ double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner) {
 template <class T>
 void apply_gates(T* re, T* im, u64 width, const Gates<T>& g, const cplx<T>* mats) {
     if (!g.count) return;
-    const u64 inner = inner_count(g, width);
+    const u64 inner = paired_inner_count(g, width);
     const double factor = scaled_factor(g, mats, inner);
     const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
     for (u64 block = 0; block < width; block += subtile) apply_range(re + block, im + block, subtile, g, mats, 0, inner, factor);
@@ -552,7 +561,7 @@ void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 s
 template <class T>
 void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out) {
     if (!g.count) return;
-    const u64 inner = inner_count(g, width);
+    const u64 inner = paired_inner_count(g, width);
     const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
     for (u64 block = 0; block < width; block += subtile)
         moments_range(pre + block, pim + block, lre + block, lim + block, subtile, g, out, 0, inner);
