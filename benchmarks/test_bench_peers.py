@@ -14,7 +14,7 @@ within the single-precision bound of ``tests/test_fused.py`` (2.2e-6 per term an
 fused.qubit runs a value + gradient step too, for the ratio a user of a peer would pay for a gradient by
 finite differences (two energies per parameter).
 
-    pip install qiskit-aer qsimcirq && pip install --no-deps qokit   # QOKit's own pins replace numpy and networkx
+Installing them (QOKit without its pins, its C simulator with headers from its repository): docs/benchmarks.md, "The peers".
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ def _qokit(graph: nx.Graph):
     from qokit.qaoa_objective_maxcut import get_qaoa_maxcut_objective
 
     if "c" not in qokit.fur.get_available_simulator_names("x"):
-        raise RuntimeError("QOKit's C simulator is not built (make -C qokit/fur/c/csim/src)")
+        raise RuntimeError(
+            "QOKit's C simulator is not built: its wheel lacks the headers and makefile (docs/benchmarks.md, 'The peers')"
+        )
     objective = get_qaoa_maxcut_objective(graph.number_of_nodes(), 2, G=graph, parameterization="gamma beta", simulator="c")
     return lambda: float(objective(2 * GAMMA, -ALPHA))  # QOKit's angles: its phase is exp(-iγC/2), its mixer exp(+iβX)
 
@@ -103,9 +105,7 @@ PEERS = {  # name -> (module that must be importable, step maker, tolerance agai
 }
 
 
-@pytest.mark.parametrize(
-    "nodes", [18, 22, pytest.param(24, marks=pytest.mark.slow), pytest.param(26, marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("nodes", [18, 22, pytest.param(24, marks=pytest.mark.slow), pytest.param(26, marks=pytest.mark.slow)])
 def test_qaoa_energy_against_the_peers(benchmark, nodes):
     graph = _graph(nodes)
     group = f"qaoa energy beside the peers: {nodes} nodes"
