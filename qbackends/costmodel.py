@@ -27,6 +27,7 @@ import pennylane as qml
 from .context import Context, get_context
 from .costs import Costs
 from .device import get_device
+from .errors import CalibrationError
 from .registry import Registry
 from .screening import auto_candidates
 
@@ -35,6 +36,7 @@ LARGE = 20  # ... and its cost per amplitude here, with the state out of the cac
 LAYERS = 4
 BATCH = 32
 TERMS = 40
+TRIES = 3  # timings of the gate pair before noise is reported rather than fitted
 
 
 def _timer(step: Callable[[], Any], repeats: int) -> float:
@@ -110,8 +112,20 @@ def measure(
         """Seconds per mixing gate at ``wires`` qubits, the fixed cost of an execution taken off."""
         return max(seconds(wires, mixing(wires), qml.Z(0), times) - execution, 0.0) / (LAYERS * (2 * wires - 1))
 
-    # A gate costs a fixed ``op`` (PennyLane's and the binding's share) plus ``gate`` per amplitude: two sizes tell them apart.
-    at_small, at_large = per_gate(small), per_gate(large, max(repeats // 2, 1))
+    # A gate costs a fixed ``op`` (PennyLane's and the binding's share) plus ``gate`` per amplitude: two sizes tell them
+    # apart. A gate on more amplitudes cannot cost less: a pair that says so was swamped by other work, timed again.
+    for attempt in range(TRIES):
+        times = repeats * 2**attempt
+        at_small, at_large = per_gate(small, times), per_gate(large, max(times // 2, 1))
+        if at_large > at_small:
+            break
+    else:
+        raise CalibrationError(
+            f"Calibrating {device_string!r}: a gate on 2^{large} amplitudes timed no slower than one on 2^{small} "
+            f"in {TRIES} tries ({at_large * 1e6:.1f} us against {at_small * 1e6:.1f} us): other work on this machine "
+            "swamped the timings.",
+            "calibrate again on a quieter machine, or with more --repeats.",
+        )
     amplitudes = 2.0**large
     gate = max(at_large - at_small, 0.0) / (amplitudes - 2.0**small)
     op = max(at_small - 2.0**small * gate, 0.0)

@@ -87,6 +87,10 @@ class StorageError(QBackendsError, RuntimeError):
         self.reason = reason
 
 
+class CalibrationError(QBackendsError, RuntimeError):
+    """Timings that cannot be fitted: other work on the machine swamped what a calibration measures."""
+
+
 class MPIUnavailableError(QBackendsError, RuntimeError):
     """MPI asked for where there is none: mpi4py not installed, or no MPI library it can load."""
 
