@@ -447,6 +447,9 @@ def most_probable(device: Any) -> tuple[int, float]:
 
 
 RANK_ZERO_GRACE = 2.0  # seconds another failing rank leaves rank 0 to say an error they all share
+# seconds a failing rank leaves mpiexec to forward what it said before MPI_Abort ends the job (an Abort right after
+# the write lost the line once in a loaded CI run: the launcher ended before it read the rank's pipe)
+SAID_GRACE = 0.3
 
 
 def started() -> bool:
@@ -466,6 +469,7 @@ def end_job(say: Callable[[], int]) -> None:
     code = say()
     sys.stdout.flush()
     sys.stderr.flush()
+    time.sleep(SAID_GRACE)
     quiet = os.open(os.devnull, os.O_WRONLY)  # MPICH's own "Abort(2) on node 0 ..." lines would follow the one line said
     os.dup2(quiet, sys.stderr.fileno())
     MPI.COMM_WORLD.Abort(code or 1)
@@ -480,6 +484,7 @@ def _abort_on_uncaught(comm: Any) -> None:
     def hook(kind: Any, value: Any, tb: Any) -> None:
         previous(kind, value, tb)
         sys.stderr.flush()
+        time.sleep(SAID_GRACE)
         comm.Abort(1)
 
     hook.qbackends_aborts = True  # type: ignore[attr-defined]
