@@ -127,7 +127,7 @@ def measure(
             "calibrate again on a quieter machine, or with more --repeats.",
         )
     amplitudes = 2.0**large
-    gate = max(at_large - at_small, 0.0) / (amplitudes - 2.0**small)
+    gate = (at_large - at_small) / (amplitudes - 2.0**small)  # positive: the loop above saw to it
     op = max(at_small - 2.0**small * gate, 0.0)
     n = large
     both, zz = (
