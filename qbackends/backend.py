@@ -26,6 +26,9 @@ class Backend:
             (e.g. tensor-network simulators).
         rank_state_copies: the same for one rank of an ``mpi=True`` run, in states of the rank's share; None:
             ``state_copies``.
+        rank_table_bytes: bytes a rank of an ``mpi=True`` run holds an amplitude of its share besides its state copies,
+            whatever the precision (tables of the observable); the least any circuit needs, where a device sizes
+            the circuits that need more itself when it runs them.
         rank_buffer_bytes: bytes a rank of an ``mpi=True`` run holds besides its share's copies, whatever its size
             (at most half its share is counted: a rank's buffer for an exchange need not be larger).
         dense_adjoint_observables: True when the device's adjoint method turns a Hamiltonian into a
@@ -63,6 +66,7 @@ class Backend:
     hardware: Hardware = "cpu"
     state_copies: float | None = 4.0
     rank_state_copies: float | None = None
+    rank_table_bytes: int = 0
     rank_buffer_bytes: int = 0
     dense_adjoint_observables: bool = False
     preference: int = 0

@@ -92,9 +92,10 @@ BACKENDS = (
         install=NATIVE_INSTALL,
         hardware="cpu",
         state_copies=2.75,  # ψ, λ and a weighted cost's diagonal (half a state): 2.6 measured at 22 wires, c128 and c64
-        # a rank: ψ, λ and a weighted cost's diagonal in each of the two bit layouts the exchanges alternate between;
-        # measured at 22 wires on 2 ranks: 3.09 (c128) and 3.18 (c64) weighted, 2.33 and 2.67 unweighted
-        rank_state_copies=3.25,
+        # a rank: ψ and λ, and a cost's 2-byte levels in each of the two bit layouts the exchanges alternate between
+        # (a weighted cost's real diagonals take more: the device sizes that circuit when it runs it)
+        rank_state_copies=2.0,
+        rank_table_bytes=2 * 2,
         rank_buffer_bytes=16 << 20,  # the exchange's receiving piece (fused.distributed.EXCHANGE_PIECE_BYTES)
         preference=5,
         description="fused diagonal blocks and gate layers (compiled C++); the QAOA workload's choice under auto",

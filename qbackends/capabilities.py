@@ -88,10 +88,12 @@ def working_set_bytes(
     backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: int = 0
 ) -> int:
     """Peak bytes a value+gradient run needs on this backend. ``mpi``: the ranks of an MPI job on this node (True: one),
-    ``wires`` their shares' worth, each rank at ``rank_state_copies`` of its share and its ``rank_buffer_bytes``."""
+    ``wires`` their shares' worth, each rank at ``rank_state_copies`` of its share, its ``rank_table_bytes`` an
+    amplitude and its ``rank_buffer_bytes``."""
     copies = backend.copies(bool(mpi)) or 0.0
     need = int(state_bytes(wires, precision) * copies)
     if mpi:
+        need += backend.rank_table_bytes << wires
         share = state_bytes(wires, precision) // int(mpi)
         need += int(mpi) * min(backend.rank_buffer_bytes, share // 2)
     if backend.dense_adjoint_observables and diff_method == "adjoint":

@@ -17,7 +17,7 @@ from . import capabilities
 from . import decompositions as rules
 from .backend import Backend
 from .context import Context
-from .deviceoptions import build_options
+from .deviceoptions import accepts_option, build_options
 from .errors import BackendUnavailableError, QBackendsError, UnsupportedOptionError
 from .request import Request
 from .screening import Choice, check_request_on, guarded_wires, machine, node_ranks, requested_chain, screen
@@ -69,7 +69,10 @@ def build(request: Request, choice: Choice, context: Context) -> Any:
         BackendUnavailableError: the backend cannot be built here at all (recorded in the context).
     """
     check_request_on(choice.backend, request)
-    device = construct(choice, request.wires, request.precision, request.options, context)
+    options = request.options
+    if request.ignore_memory and accepts_option(choice.backend, "ignore_memory", context):  # it sizes circuits itself
+        options = {**options, "ignore_memory": True}
+    device = construct(choice, request.wires, request.precision, options, context)
     declared = choice.capabilities.operations
     if not declared.native:
         declared = capabilities.declared_by_device(device)

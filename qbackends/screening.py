@@ -200,6 +200,8 @@ def memory_error(
     else:
         during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
         held_copies = f"{backend.copies(bool(mpi)):g} state copies of {_gib(capabilities.state_bytes(wires, precision))}"
+        if mpi and backend.rank_table_bytes:
+            held_copies += f", {backend.rank_table_bytes} bytes an amplitude of tables"
         if mpi and backend.rank_buffer_bytes:
             held_copies += f" and {int(mpi)} rank buffer{'s' if mpi > 1 else ''} of up to {backend.rank_buffer_bytes >> 20} MiB"
         what += f"({held_copies} during {during}) "

@@ -3,8 +3,10 @@ tests/mpicases.py CASES.json`` runs each case with mpi=True and rank 0 prints on
 the tests import ``value_and_gradient`` to run the same cases in one process.
 
 A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]; ``--raise-on 1`` makes rank 1
-fail mid-run.
-Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``).
+fail mid-run; ``--available BYTES`` makes that the memory the machine reads as available (a recorded probe fact);
+``--ignore-memory`` builds the devices with ignore_memory=True.
+Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``) and the bytes the
+device sized a rank at (``sized_bytes``).
 """
 
 from __future__ import annotations
@@ -67,17 +69,23 @@ def circuit(name: str, dev):
     return energy
 
 
-def value_and_gradient(case: list, mpi: bool) -> tuple[float, list, int | None]:
+def value_and_gradient(case: list, mpi: bool, **options) -> tuple[float, list, int | None]:
     """Energy and gradient of ``case`` at fixed angles, and (mpi) the exchanges of a state it took. A case is
     [wires, layers, weighted, formulation, precision], or ["circuit", name] (``circuit``)."""
+    from qbackends.fused.distributed import ranks_of
+
+    value, grad, dev = _run(case, mpi, **options)
+    return value, grad, ranks_of(dev).exchanges if mpi else None
+
+
+def _run(case: list, mpi: bool, **options):
     from autograd import value_and_grad
     from pennylane import numpy as pnp
 
     from qbackends.device import get_device
-    from qbackends.fused.distributed import ranks_of
     from qbackends.workloads.qaoa import energy_function
 
-    options = {"mpi": True} if mpi else {}
+    options = {"mpi": True, **options} if mpi else options
     if case[0] == "circuit":
         dev = get_device("local:qbackends/fused.qubit", wires=CIRCUIT_WIRES, **options)
         run = value_and_grad(circuit(case[1], dev))
@@ -88,29 +96,36 @@ def value_and_gradient(case: list, mpi: bool) -> tuple[float, list, int | None]:
         run = value_and_grad(energy_function(dev, graph(wires, weighted), layers, formulation))
         params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
     value, grad = run(params)
-    exchanges = ranks_of(dev).exchanges if mpi else None
-    return float(value), np.asarray(grad).tolist(), exchanges
+    return float(value), np.asarray(grad).tolist(), dev
 
 
 def main(argv: list[str]) -> int:
     import pennylane  # noqa: F401 - imported before memory is traced: traced, imports take 3x as long
     from mpi4py import MPI
 
-    import qbackends.fused.distributed  # noqa: F401
     import qbackends.workloads.qaoa  # noqa: F401
+    from qbackends.fused.distributed import ranks_of
 
     cases = json.loads(open(argv[0]).read())
     fail_on = int(argv[argv.index("--raise-on") + 1]) if "--raise-on" in argv else None
+    if "--available" in argv:
+        from qbackends import probe
+
+        available = int(argv[argv.index("--available") + 1])
+        probe.host_memory_available = lambda meminfo="/proc/meminfo": available
+    options = {"ignore_memory": True} if "--ignore-memory" in argv else {}
     rank = MPI.COMM_WORLD.Get_rank()
     for k, case in enumerate(cases):
         if fail_on == rank and k == 1:
             raise RuntimeError(f"rank {rank} fails on purpose")
         tracemalloc.start()
-        value, grad, exchanges = value_and_gradient(case, mpi=True)
+        value, grad, dev = _run(case, mpi=True, **options)
         peak = MPI.COMM_WORLD.allreduce(tracemalloc.get_traced_memory()[1], op=MPI.MAX)
         tracemalloc.stop()
+        ranks = ranks_of(dev)
         if rank == 0:
-            line = {"case": case, "value": value, "grad": grad, "exchanges": exchanges, "peak_bytes": peak}
+            line = {"case": case, "value": value, "grad": grad, "exchanges": ranks.exchanges, "peak_bytes": peak}
+            line["sized_bytes"] = ranks.sized
             print(json.dumps(line), flush=True)
     return 0
 

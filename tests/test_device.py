@@ -273,22 +273,23 @@ def test_results_honour_the_umask(tmp_path):
 
 
 def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
-    """fused.qubit: one process at its state_copies, a rank of mpi=True at its rank_state_copies (a weighted
-    cost's diagonal in each of the two bit layouts the exchanges alternate between)."""
+    """fused.qubit: one process at its state_copies, a rank of mpi=True at its rank_state_copies and rank_table_bytes
+    (ψ and λ, and a cost's 2-byte levels in each of the two bit layouts the exchanges alternate between: the least
+    a circuit needs; the device sizes a weighted cost's diagonals when it runs one)."""
     from qbackends import capabilities
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
-    assert (fused.copies(), fused.copies(mpi=True)) == (2.75, 3.25)
-    room = 3 * 16 << 20  # three 20-wire states: one process fits 20 wires, a rank (3.25 of its share) 19
-    assert capabilities.max_wires(fused, room) == 20 and capabilities.max_wires(fused, room, mpi=True) == 19
+    assert (fused.copies(), fused.copies(mpi=True), fused.rank_table_bytes) == (2.75, 2.0, 4)
+    room = 170 << 20  # 22 wires: one process 2.75 states (176 MiB), a rank 2 states, 16 MiB of tables, a 16 MiB piece
+    assert capabilities.max_wires(fused, room) == 21 and capabilities.max_wires(fused, room, mpi=True) == 22
     lightning = get_context().registry.backends["pennylane/lightning.qubit"]  # declares no rank figure
     assert lightning.copies(mpi=True) == lightning.copies() == 9.0
     with pytest.raises(InsufficientMemoryError) as err:
         get_device("local:qbackends/fused.qubit", wires=40, mpi=True)
     text = str(err.value)
     assert "this node's ranks' shares of the state (40 wires' worth) on local:qbackends/fused.qubit at c128" in text
-    assert f"({int(3.25 * 16 * 2**40) + (16 << 20)} bytes) (3.25 state copies of" in text
-    assert "and 1 rank buffer of up to 16 MiB during an adjoint gradient" in text
+    assert f"({2 * 16 * 2**40 + (4 << 40) + (16 << 20)} bytes) (2 state copies of" in text
+    assert ", 4 bytes an amplitude of tables and 1 rank buffer of up to 16 MiB during an adjoint gradient" in text
     from qbackends.fused import distributed
 
     assert fused.rank_buffer_bytes == distributed.EXCHANGE_PIECE_BYTES  # the exchange's receiving piece
@@ -300,9 +301,9 @@ def test_a_node_of_ranks_is_sized_with_each_ranks_buffer():
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
     share = 32 << 20  # a 21-wire share at c128: two of them are 22 wires' worth
-    assert capabilities.working_set_bytes(fused, 22, mpi=2) == int(3.25 * 2 * share) + 2 * (16 << 20)
-    assert capabilities.working_set_bytes(fused, 20, mpi=2) == int(3.25 * (16 << 20)) + 2 * (4 << 20)  # half of an 8 MiB share
-    assert capabilities.working_set_bytes(fused, 30, mpi=2) == int(3.25 * 16 * 2**30) + 2 * (16 << 20)
+    assert capabilities.working_set_bytes(fused, 22, mpi=2) == 2 * 2 * share + (4 << 22) + 2 * (16 << 20)
+    assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (4 << 20) + 2 * (4 << 20)  # half of an 8 MiB share
+    assert capabilities.working_set_bytes(fused, 30, mpi=2) == 2 * 16 * 2**30 + (4 << 30) + 2 * (16 << 20)
     assert capabilities.working_set_bytes(fused, 30) == int(2.75 * 16 * 2**30)  # one process: no exchange
 
 

@@ -159,6 +159,46 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
 
 
 @needs_mpi
+def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
+    """get_device sizes a rank for the least a cost needs (ψ, λ, 2-byte levels in the two bit layouts, the exchange's
+    piece); the device sizes a weighted cost's real diagonals when it runs one. Measured at 20 wires on 2 ranks:
+    peaks 1.02-1.05 of the figure (the rest: Python's own objects, about 0.7 MB)."""
+    from qbackends import capabilities
+    from qbackends.context import get_context
+
+    fused = get_context().registry.backends["qbackends/fused.qubit"]
+    cases = [[12, 1, False, "fast", "c128"]] + [[20, 2, w, "fast", p] for p in ("c128", "c64") for w in (False, True)]
+    run = _ranks(2, cases, tmp_path)
+    assert run.returncode == 0, run.stderr
+    for line in [json.loads(line) for line in run.stdout.splitlines()][1:]:
+        _, _, weighted, _, precision = line["case"]
+        guarded = capabilities.working_set_bytes(fused, 20, precision, "adjoint", mpi=2) // 2  # per rank
+        real = {"c128": 8, "c64": 4}[precision]
+        assert line["sized_bytes"] == guarded + (2 * (real - 2) << 19 if weighted else 0), line["case"]
+        assert 0.9 <= line["peak_bytes"] / line["sized_bytes"] <= 1.1, (line["case"], line["peak_bytes"] / line["sized_bytes"])
+
+
+@needs_mpi
+def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path):
+    """With 3 MiB available (a recorded probe fact), 16 wires on 2 ranks: get_device's figure and the unweighted
+    cost fit (1.375 MiB a rank), the weighted cost's diagonals do not (1.75 MiB a rank); ignore_memory=True runs it."""
+    cases = [[16, 1, False, "fast", "c128"], [16, 1, True, "fast", "c128"]]
+    refused = _ranks(2, cases, tmp_path, "--available", str(3 << 20))
+    assert refused.returncode != 0
+    assert [json.loads(line)["case"] for line in refused.stdout.splitlines()] == cases[:1]
+    assert (
+        "InsufficientMemoryError: fused.qubit with mpi=True: a rank of this circuit holds 0.00171 GiB (1835008 bytes) "
+        "(the state, for a gradient λ, and the cost's tables of its 2^15 amplitudes, and the exchange's piece); the 2 "
+        "ranks on this node need 0.00342 GiB (3670016 bytes) more, but it has 0.00293 GiB (3145728 bytes) available. "
+        "Fix: precision='c64' halves the memory; start the ranks across more nodes"
+    ) in refused.stderr
+    ignored = _ranks(2, cases, tmp_path, "--available", str(3 << 20), "--ignore-memory")
+    assert ignored.returncode == 0, ignored.stderr
+    value, _, _ = value_and_gradient(cases[1], mpi=False)
+    assert abs(json.loads(ignored.stdout.splitlines()[1])["value"] - value) <= 1e-12 * max(1.0, abs(value))
+
+
+@needs_mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, tmp_path):

@@ -130,13 +130,21 @@ class FusedQubit(SimulatorDevice):
         c_dtype: ``numpy.complex128`` (default) or ``numpy.complex64``: half the memory and the bytes
             per pass; sums (expectations, gradients) are taken in float64 either way.
         mpi: split the state over the ranks of an MPI job (``mpiexec -n R``, R a power of two; see ``distributed``).
+        ignore_memory: with ``mpi``, run a circuit even when its ranks need more memory than their node has
+            available (``get_device(..., ignore_memory=True)`` passes it on).
     """
 
     name = "qbackends.fused.qubit"
     config_filepath = Path(__file__).with_name("fused_qubit.toml")
 
     def __init__(
-        self, wires: Any = None, shots: Any = None, seed: Any = None, c_dtype: Any = np.complex128, mpi: bool = False
+        self,
+        wires: Any = None,
+        shots: Any = None,
+        seed: Any = None,
+        c_dtype: Any = np.complex128,
+        mpi: bool = False,
+        ignore_memory: bool = False,
     ) -> None:
         super().__init__(wires=wires, shots=shots)
         self._dtype = state_dtype(c_dtype, self.name)
@@ -144,7 +152,7 @@ class FusedQubit(SimulatorDevice):
         if mpi:
             from .distributed import Ranks
 
-            self._mpi = Ranks(self.wires, self._dtype)
+            self._mpi = Ranks(self.wires, self._dtype, ignore_memory=ignore_memory)
         self._rng = np.random.default_rng(seed)
         self._precision = "c64" if self._dtype == np.complex64 else "c128"
         self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)

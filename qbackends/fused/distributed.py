@@ -29,7 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MPIUnavailableError, RankCountError, UnsupportedCircuitError, UnsupportedOptionError
+from .. import probe
+from ..errors import (
+    InsufficientMemoryError,
+    MPIUnavailableError,
+    RankCountError,
+    UnsupportedCircuitError,
+    UnsupportedOptionError,
+)
 from . import engine
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
 
@@ -221,6 +228,19 @@ def _local_layer(layer: ProductLayer, layout: Layout) -> ProductLayer:
     return out
 
 
+def rank_bytes(local: int, itemsize: int, ranks: int, adjoint: bool, table_bytes: int, layouts: int) -> int:
+    """Bytes a rank holds for a run: ψ (and λ for a gradient) of its 2^``local`` amplitudes of ``itemsize`` bytes, the
+    cost's tables (``engine.table_bytes`` an amplitude) in each of the ``layouts`` the exchanges leave them in, and the
+    exchange's receiving piece (at most a peer's block)."""
+    share = 1 << local
+    piece = min(share // ranks * itemsize, EXCHANGE_PIECE_BYTES) if ranks > 1 else 0
+    return share * ((1 + adjoint) * itemsize + layouts * table_bytes) + piece
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB ({n} bytes)"
+
+
 def refuse(tape: Any) -> None:
     """Refuse, by name, what the distributed state does not run.
 
@@ -252,7 +272,7 @@ def refuse(tape: Any) -> None:
 class Ranks:
     """The distributed state of a fused.qubit device: this rank's share, the exchanges, the reductions."""
 
-    def __init__(self, wires: Any, dtype: np.dtype, comm: Any = None) -> None:
+    def __init__(self, wires: Any, dtype: np.dtype, comm: Any = None, ignore_memory: bool = False) -> None:
         self.comm = comm if comm is not None else world()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.dtype = dtype
@@ -260,6 +280,9 @@ class Ranks:
             local_bits(len(wires), self.size)  # a mismatch is refused before anything is allocated
         from mpi4py import MPI
 
+        self.node_ranks = self.comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # they share this node's memory
+        self.ignore_memory = ignore_memory
+        self.sized = 0  # bytes a rank holds for the largest run sized so far (rank_bytes)
         self._mpi_type = MPI.C_FLOAT_COMPLEX if dtype == np.complex64 else MPI.C_DOUBLE_COMPLEX
         self._sum = MPI.SUM
         self._buffers: dict[str, np.ndarray] = {}
@@ -291,6 +314,34 @@ class Ranks:
         self.exchanges += 1
         return state
 
+    def check_memory(self, need: int, local: int) -> None:
+        """Refuse a run whose rank holds ``need`` bytes (``rank_bytes``) for its 2^``local`` amplitudes when this node's
+        ranks cannot hold them, before it allocates anything: what each still has to allocate, times the ranks on this
+        node, against the memory the node has available (the least any rank reads). ``get_device`` sized the ranks for
+        the least a circuit needs (a cost of one coefficient); a circuit that needs more (a weighted cost) is sized here.
+
+        Raises:
+            InsufficientMemoryError: naming what a rank holds, and the fixes.
+        """
+        if need <= self.sized:
+            return
+        from mpi4py import MPI
+
+        more = (need - sum(buf.nbytes for buf in self._buffers.values())) * self.node_ranks
+        available = self.comm.allreduce(probe.host_memory_available(), op=MPI.MIN)
+        if more > available and not self.ignore_memory:
+            fixes = ["start the ranks across more nodes (each then holds a smaller share of the state)"]
+            if np.dtype(self.dtype) == np.complex128:
+                fixes.insert(0, "precision='c64' halves the memory")
+            raise InsufficientMemoryError(
+                f"fused.qubit with mpi=True: a rank of this circuit holds {_gib(need)} (the state, for a gradient λ, "
+                f"and the cost's tables of its 2^{local} amplitudes, and the exchange's piece); the {self.node_ranks} "
+                f"rank{'s' if self.node_ranks > 1 else ''} on this node need {_gib(more)} more, but it has "
+                f"{_gib(available)} available.",
+                "; ".join(fixes) + "; or pass ignore_memory=True (to get_device or the device) if you know better.",
+            )
+        self.sized = need
+
     def allreduce(self, values: np.ndarray) -> np.ndarray:
         out = np.empty_like(values, dtype=np.float64)
         self.comm.Allreduce(np.ascontiguousarray(values, dtype=np.float64), out, op=self._sum)
@@ -312,7 +363,8 @@ class Ranks:
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
         segments, factor = rank_factor(segments, layout)
-        parts = _parts(plan(segments, layout))
+        steps = plan(segments, layout)
+        parts = _parts(steps)
         local = layout.local
         if factor != 0:
             parts[0] = with_factor(parts[0], factor, local)
@@ -322,11 +374,15 @@ class Ranks:
         split = [layout.split(int(mask)) for mask in masks]
         lmasks = np.array([lm for lm, _ in split], dtype=np.int64)
         lcoefs = np.array([sign * c for (_, sign), c in zip(split, coefs, strict=True)])
+        adjoint = gradient and bool(tape.trainable_params)
+        blocks = [step[1] for step in steps.steps if step[0] == "block"]
+        tables = engine.table_bytes(blocks, lmasks, lcoefs, np.finfo(self.dtype).dtype)
+        layouts = 1 + (steps.exchanges > 0)  # the cost is read in both bit layouts once a layer exchanges
+        self.check_memory(rank_bytes(local, np.dtype(self.dtype).itemsize, self.size, adjoint, tables, layouts), local)
         by_level = engine.values_by_level(local, lmasks, lcoefs, self._cache)
         if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
             self._cache.get(local, lmasks, lcoefs)
         measure = engine.Measure(partial(self._cache.get, local, lmasks, lcoefs), by_level=by_level)
-        adjoint = gradient and bool(tape.trainable_params)
         psi = self._buffer("psi", 1 << local)
         lam = self._buffer("lambda", psi.size) if adjoint else None
         # The last layer's input kept as φ, λ written undone through that layer's last pass (see engine.forward's
@@ -416,14 +472,27 @@ class Ranks:
                 "run the circuit once with constant parameters (requires_grad=False) first.",
             )
         psi, layout = self.last
-        p = np.abs(psi.astype(np.complex128, copy=False)) ** 2
         from mpi4py import MPI
 
-        largest = self.comm.allreduce(float(p.max()), op=MPI.MAX)
-        near = np.flatnonzero(p >= largest * (1 - ties))
-        mine = (int(layout.global_indices(near).min()), float(p[near].max())) if near.size else (1 << layout.nwires, 0.0)
+        largest = self.comm.allreduce(max(float(p.max()) for _, p in _probabilities(psi)), op=MPI.MAX)
+        mine = (1 << layout.nwires, 0.0)
+        for start, p in _probabilities(psi):
+            near = np.flatnonzero(p >= largest * (1 - ties))
+            if near.size:
+                indices = layout.global_indices(near + start)
+                first = int(np.argmin(indices))
+                mine = min(mine, (int(indices[first]), float(p[near[first]])))
         index = self.comm.allreduce(mine[0], op=MPI.MIN)
         return index, self.comm.allreduce(mine[1] if mine[0] == index else 0.0, op=MPI.MAX)
+
+
+PROBABILITY_CHUNK = 1 << 20  # amplitudes a rank turns into probabilities at a time: 8 MiB, not half its share
+
+
+def _probabilities(psi: np.ndarray) -> Any:
+    """(first index, |ψ|² of PROBABILITY_CHUNK amplitudes in float64) over ``psi``, chunk by chunk."""
+    for start in range(0, psi.size, PROBABILITY_CHUNK):
+        yield start, np.abs(psi[start : start + PROBABILITY_CHUNK].astype(np.complex128, copy=False)) ** 2
 
 
 def ranks_of(device: Any) -> Ranks:

@@ -192,6 +192,23 @@ LEVEL_BYTES = 2  # a uint16 level per amplitude
 MAX_LEVELS = 1 << 16
 
 
+def table_bytes(blocks: list[DiagonalBlock], masks: np.ndarray, coefs: np.ndarray, real: type) -> int:
+    """Bytes an amplitude of the tables a cache keeps for ``blocks`` and an observable Σ coefs·z(mask): levels
+    (LEVEL_BYTES) for one of one coefficient, a ``real`` diagonal for one of several (a weighted cost) or a block
+    of one parameter; a block of several parameters keeps none of its own (see sweep_block)."""
+    levels = _uniform_terms(masks, coefs) is not None
+    diagonal = not levels
+    for block in blocks:
+        block_masks = np.array(block.masks, dtype=np.int64)
+        if not (block_masks != 0).any():
+            continue
+        if _uniform_terms(block_masks, np.array(block.coefs)) is not None:
+            levels = True
+        elif _one_parameter(block) is not None:
+            diagonal = True
+    return LEVEL_BYTES * levels + np.dtype(real).itemsize * diagonal
+
+
 def _varying_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The non-zero masks, sorted and each once, with their summed coefficients."""
     masks = np.asarray(masks, dtype=np.int64)
