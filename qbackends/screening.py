@@ -152,7 +152,7 @@ def screen(
     """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
     the others do not: among them, those the context saw fail at construction (``Context.build_failures``).
     ``mpi``: the ranks of an MPI job on this node (``node_ranks``), ``wires`` their shares' worth (``guarded_wires``),
-    each sized with the backend's ``rank_state_copies`` and ``rank_buffer_bytes``.
+    each sized with the backend's ``rank_state_copies``, ``rank_table_bytes`` and ``rank_buffer_bytes``.
 
     Raises:
         BackendUnavailableError, InsufficientMemoryError: when none of them does.

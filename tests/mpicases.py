@@ -31,18 +31,31 @@ def graph(wires: int, weighted: bool):
 CIRCUIT_WIRES = 12
 
 
-def circuit(name: str, dev):
+def circuit(name: str, dev, n: int = CIRCUIT_WIRES):
     """A circuit whose first layer is not QAOA's Hadamards on every wire (the rank bits: wire 0 on 2 ranks, wires 0
     and 1 on 4): ``x-on-a-rank-bit``: an X on wire 0 (rank 0's part is 0 until an exchange);
     ``rotation-on-a-rank-bit``: a trainable RY there; ``rotation-beside-hadamards``: a trainable RY on wire 1, a
     Hadamard on every other wire; ``rotations-on-every-other-wire``: Hadamards on wires 0 and 1 and a trainable RY
-    on every other wire; ``block-first``: a diagonal block before any layer."""
+    on every other wire; ``block-first``: a diagonal block before any layer; ``another-cost-layer``: QAOA whose cost
+    layers are of weights not proportional to the measured cost's (a diagonal of their own in each bit layout)."""
     import pennylane as qml
 
-    n = CIRCUIT_WIRES
     cost = qml.Hamiltonian(
         [0.5 + 0.1 * w for w in range(n - 1)] + [0.3], [qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1)] + [qml.Z(0)]
     )
+    if name == "another-cost-layer":
+        other = qml.Hamiltonian([1.7 - 0.07 * w for w in range(n - 1)], [qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1)])
+
+        @qml.qnode(dev, diff_method="adjoint")
+        def qaoa(params):
+            for w in range(n):
+                qml.Hadamard(w)
+            for gamma in (params[0], params[2]):
+                qml.qaoa.cost_layer(gamma, other)
+                qml.qaoa.mixer_layer(params[1], qml.qaoa.x_mixer(range(n)))
+            return qml.expval(cost)
+
+        return qaoa
 
     @qml.qnode(dev, diff_method="adjoint")
     def energy(params):
@@ -71,7 +84,7 @@ def circuit(name: str, dev):
 
 def value_and_gradient(case: list, mpi: bool, **options) -> tuple[float, list, int | None]:
     """Energy and gradient of ``case`` at fixed angles, and (mpi) the exchanges of a state it took. A case is
-    [wires, layers, weighted, formulation, precision], or ["circuit", name] (``circuit``)."""
+    [wires, layers, weighted, formulation, precision], or ["circuit", name] or ["circuit", name, wires] (``circuit``)."""
     from qbackends.fused.distributed import ranks_of
 
     value, grad, dev = _run(case, mpi, **options)
@@ -87,8 +100,9 @@ def _run(case: list, mpi: bool, **options):
 
     options = {"mpi": True, **options} if mpi else options
     if case[0] == "circuit":
-        dev = get_device("local:qbackends/fused.qubit", wires=CIRCUIT_WIRES, **options)
-        run = value_and_grad(circuit(case[1], dev))
+        wires = case[2] if len(case) > 2 else CIRCUIT_WIRES
+        dev = get_device("local:qbackends/fused.qubit", wires=wires, **options)
+        run = value_and_grad(circuit(case[1], dev, wires))
         params = pnp.array([0.3, 0.7, 1.1], requires_grad=True)
     else:
         wires, layers, weighted, formulation, precision = case

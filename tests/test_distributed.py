@@ -133,7 +133,7 @@ def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, tmp_path):
 def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, tmp_path):
     """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
     names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotation-beside-hadamards", "rotations-on-every-other-wire"]
-    names.append("block-first")
+    names += ["block-first", "another-cost-layer"]
     _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path)
 
 
@@ -161,20 +161,23 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
 @needs_mpi
 def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
     """get_device sizes a rank for the least a cost needs (ψ, λ, 2-byte levels in the two bit layouts, the exchange's
-    piece); the device sizes a weighted cost's real diagonals when it runs one. Measured at 20 wires on 2 ranks:
-    peaks 1.02-1.05 of the figure (the rest: Python's own objects, about 0.7 MB)."""
+    piece); the device sizes a weighted cost's real diagonals when it runs one, and a cost layer's own where its
+    weights are not the measured cost's (three diagonals). Measured at 20 wires on 2 ranks: peaks 1.02-1.05 of the
+    figure (the rest: Python's own objects, about 0.7 MB)."""
     from qbackends import capabilities
     from qbackends.context import get_context
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
     cases = [[12, 1, False, "fast", "c128"]] + [[20, 2, w, "fast", p] for p in ("c128", "c64") for w in (False, True)]
+    cases.append(["circuit", "another-cost-layer", 20])
     run = _ranks(2, cases, tmp_path)
     assert run.returncode == 0, run.stderr
     for line in [json.loads(line) for line in run.stdout.splitlines()][1:]:
-        _, _, weighted, _, precision = line["case"]
+        weighted, precision = (line["case"][2], line["case"][4]) if line["case"][0] != "circuit" else (True, "c128")
         guarded = capabilities.working_set_bytes(fused, 20, precision, "adjoint", mpi=2) // 2  # per rank
         real = {"c128": 8, "c64": 4}[precision]
-        assert line["sized_bytes"] == guarded + (2 * (real - 2) << 19 if weighted else 0), line["case"]
+        diagonals = 3 if line["case"][0] == "circuit" else 2  # the other layers' own: one in each bit layout
+        assert line["sized_bytes"] == guarded + ((diagonals * real - 4) << 19 if weighted else 0), line["case"]
         assert 0.9 <= line["peak_bytes"] / line["sized_bytes"] <= 1.1, (line["case"], line["peak_bytes"] / line["sized_bytes"])
 
 
@@ -187,10 +190,11 @@ def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path
     assert refused.returncode != 0
     assert [json.loads(line)["case"] for line in refused.stdout.splitlines()] == cases[:1]
     assert (
-        "InsufficientMemoryError: fused.qubit with mpi=True: a rank of this circuit holds 0.00171 GiB (1835008 bytes) "
-        "(the state, for a gradient λ, and the cost's tables of its 2^15 amplitudes, and the exchange's piece); the 2 "
-        "ranks on this node need 0.00342 GiB (3670016 bytes) more, but it has 0.00293 GiB (3145728 bytes) available. "
-        "Fix: precision='c64' halves the memory; start the ranks across more nodes"
+        "InsufficientMemoryError: fused.qubit with mpi=True cannot hold this circuit: a rank holds 0.00171 GiB (1835008 "
+        "bytes) (16 wires at c128 on 2 ranks: the state of its 2^15 amplitudes and λ for the gradient; the cost's "
+        "tables, 16 bytes an amplitude (0 of levels at 2 bytes, 2 diagonals of weighted terms at 8 bytes); the "
+        "exchange's piece), and the ranks on the node with the least room need 0.000488 GiB (524288 bytes) more than "
+        "it has available. Fix: precision='c64' halves the state's memory; start the ranks across more nodes"
     ) in refused.stderr
     ignored = _ranks(2, cases, tmp_path, "--available", str(3 << 20), "--ignore-memory")
     assert ignored.returncode == 0, ignored.stderr

@@ -228,13 +228,13 @@ def _local_layer(layer: ProductLayer, layout: Layout) -> ProductLayer:
     return out
 
 
-def rank_bytes(local: int, itemsize: int, ranks: int, adjoint: bool, table_bytes: int, layouts: int) -> int:
+def rank_bytes(local: int, itemsize: int, ranks: int, adjoint: bool, table_bytes: int) -> int:
     """Bytes a rank holds for a run: ψ (and λ for a gradient) of its 2^``local`` amplitudes of ``itemsize`` bytes, the
-    cost's tables (``engine.table_bytes`` an amplitude) in each of the ``layouts`` the exchanges leave them in, and the
-    exchange's receiving piece (at most a peer's block)."""
+    cost's tables (``table_bytes`` an amplitude, ``engine.CostTables.bytes``) and the exchange's receiving piece (at
+    most a peer's block)."""
     share = 1 << local
     piece = min(share // ranks * itemsize, EXCHANGE_PIECE_BYTES) if ranks > 1 else 0
-    return share * ((1 + adjoint) * itemsize + layouts * table_bytes) + piece
+    return share * ((1 + adjoint) * itemsize + table_bytes) + piece
 
 
 def _gib(n: int) -> str:
@@ -282,7 +282,8 @@ class Ranks:
 
         self.node_ranks = self.comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # they share this node's memory
         self.ignore_memory = ignore_memory
-        self.sized = 0  # bytes a rank holds for the largest run sized so far (rank_bytes)
+        self.sized = 0  # bytes a rank holds for the runs since the cost's tables last changed (rank_bytes)
+        self._tables: engine.CostTables | None = None  # the tables the cache holds
         self._mpi_type = MPI.C_FLOAT_COMPLEX if dtype == np.complex64 else MPI.C_DOUBLE_COMPLEX
         self._sum = MPI.SUM
         self._buffers: dict[str, np.ndarray] = {}
@@ -314,30 +315,32 @@ class Ranks:
         self.exchanges += 1
         return state
 
-    def check_memory(self, need: int, local: int) -> None:
-        """Refuse a run whose rank holds ``need`` bytes (``rank_bytes``) for its 2^``local`` amplitudes when this node's
-        ranks cannot hold them, before it allocates anything: what each still has to allocate, times the ranks on this
-        node, against the memory the node has available (the least any rank reads). ``get_device`` sized the ranks for
-        the least a circuit needs (a cost of one coefficient); a circuit that needs more (a weighted cost) is sized here.
+    def size_run(self, need: int, tables: engine.CostTables, what: str) -> None:
+        """Refuse a run whose rank holds ``need`` bytes (``rank_bytes``; ``what``: of what, in words) when the ranks on
+        some node cannot hold them, before it allocates anything. Tables other than ``tables`` are dropped first (what
+        the run holds is then ``need``); what each rank has still to allocate, times the ranks on its node, is set
+        against the memory its node has available, and every rank refuses alike. ``get_device`` sized the ranks for
+        the least a cost needs (levels of one coefficient); a circuit that needs more (a weighted cost) is sized here.
 
         Raises:
             InsufficientMemoryError: naming what a rank holds, and the fixes.
         """
+        if tables != self._tables:
+            self._cache = engine.DiagonalCache(real=self._cache.real)
+            self._tables, self.sized = tables, 0
         if need <= self.sized:
             return
         from mpi4py import MPI
 
         more = (need - sum(buf.nbytes for buf in self._buffers.values())) * self.node_ranks
-        available = self.comm.allreduce(probe.host_memory_available(), op=MPI.MIN)
-        if more > available and not self.ignore_memory:
+        short = self.comm.allreduce(more - probe.host_memory_available(), op=MPI.MAX)  # on the node with least room
+        if short > 0 and not self.ignore_memory:
             fixes = ["start the ranks across more nodes (each then holds a smaller share of the state)"]
             if np.dtype(self.dtype) == np.complex128:
-                fixes.insert(0, "precision='c64' halves the memory")
+                fixes.insert(0, "precision='c64' halves the state's memory")
             raise InsufficientMemoryError(
-                f"fused.qubit with mpi=True: a rank of this circuit holds {_gib(need)} (the state, for a gradient λ, "
-                f"and the cost's tables of its 2^{local} amplitudes, and the exchange's piece); the {self.node_ranks} "
-                f"rank{'s' if self.node_ranks > 1 else ''} on this node need {_gib(more)} more, but it has "
-                f"{_gib(available)} available.",
+                f"fused.qubit with mpi=True cannot hold this circuit: a rank holds {_gib(need)} ({what}), and the ranks "
+                f"on the node with the least room need {_gib(short)} more than it has available.",
                 "; ".join(fixes) + "; or pass ignore_memory=True (to get_device or the device) if you know better.",
             )
         self.sized = need
@@ -375,10 +378,17 @@ class Ranks:
         lmasks = np.array([lm for lm, _ in split], dtype=np.int64)
         lcoefs = np.array([sign * c for (_, sign), c in zip(split, coefs, strict=True)])
         adjoint = gradient and bool(tape.trainable_params)
-        blocks = [step[1] for step in steps.steps if step[0] == "block"]
-        tables = engine.table_bytes(blocks, lmasks, lcoefs, np.finfo(self.dtype).dtype)
-        layouts = 1 + (steps.exchanges > 0)  # the cost is read in both bit layouts once a layer exchanges
-        self.check_memory(rank_bytes(local, np.dtype(self.dtype).itemsize, self.size, adjoint, tables, layouts), local)
+        tables = engine.cost_tables([step[1] for step in steps.steps if step[0] == "block"], lmasks, lcoefs)
+        table_bytes = tables.bytes(self._cache.real)
+        precision = "c64" if np.dtype(self.dtype) == np.complex64 else "c128"
+        what = (
+            f"{n} wires at {precision} on {self.size} rank{'s' if self.size > 1 else ''}: the state of its 2^{local} "
+            f"amplitudes{' and λ for the gradient' if adjoint else ''}; the cost's tables, {table_bytes} bytes an "
+            f"amplitude ({len(tables.levels)} of levels at {engine.LEVEL_BYTES} bytes, {len(tables.diagonals)} "
+            f"diagonals of weighted terms at {np.dtype(self._cache.real).itemsize} bytes)"
+            + ("; the exchange's piece" if self.size > 1 else "")
+        )
+        self.size_run(rank_bytes(local, np.dtype(self.dtype).itemsize, self.size, adjoint, table_bytes), tables, what)
         by_level = engine.values_by_level(local, lmasks, lcoefs, self._cache)
         if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
             self._cache.get(local, lmasks, lcoefs)

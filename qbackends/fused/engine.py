@@ -129,7 +129,7 @@ class DiagonalCache:
     def __init__(self, size: int = 2, real: type = np.float64) -> None:
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._size = size
-        self._real = real
+        self.real = real
 
     def _remember(self, key: tuple, value: np.ndarray) -> np.ndarray:
         self._entries[key] = value
@@ -150,7 +150,7 @@ class DiagonalCache:
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, coefs, nwires)
-        out: np.ndarray = table_array(1 << nwires, self._real)
+        out: np.ndarray = table_array(1 << nwires, self.real)
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
         return self._remember(key, out)
 
@@ -192,21 +192,40 @@ LEVEL_BYTES = 2  # a uint16 level per amplitude
 MAX_LEVELS = 1 << 16
 
 
-def table_bytes(blocks: list[DiagonalBlock], masks: np.ndarray, coefs: np.ndarray, real: type) -> int:
-    """Bytes an amplitude of the tables a cache keeps for ``blocks`` and an observable Σ coefs·z(mask): levels
-    (LEVEL_BYTES) for one of one coefficient, a ``real`` diagonal for one of several (a weighted cost) or a block
-    of one parameter; a block of several parameters keeps none of its own (see sweep_block)."""
-    levels = _uniform_terms(masks, coefs) is not None
-    diagonal = not levels
+class CostTables(NamedTuple):
+    """The tables a DiagonalCache builds for a circuit's diagonal blocks and observable, by key: levels (masks, signs)
+    and real diagonals (masks, coefficients scaled to a largest of 1: proportional ones share a diagonal)."""
+
+    levels: frozenset
+    diagonals: frozenset
+
+    def bytes(self, real: type) -> int:
+        """Bytes an amplitude of them all (every one may be in use at once: the cache evicts only what nothing holds)."""
+        return LEVEL_BYTES * len(self.levels) + np.dtype(real).itemsize * len(self.diagonals)
+
+
+def cost_tables(blocks: list[DiagonalBlock], masks: np.ndarray, coefs: np.ndarray) -> CostTables:
+    """The tables of ``blocks`` and the observable Σ coefs·z(mask), as sweep_block and values_by_level ask the cache
+    for them: levels for terms of one coefficient; else a diagonal for the observable, a block of one parameter
+    or a fixed block; none for a block of several parameters."""
+    levels: set[tuple[bytes, bytes]] = set()
+    diagonals: set[tuple[bytes, bytes]] = set()
+
+    def add(masks: np.ndarray, coefs: np.ndarray, diagonal: bool) -> None:
+        if (uniform := _uniform_terms(masks, coefs)) is not None:
+            _, _, varying, signs = uniform
+            levels.add((varying.tobytes(), signs.tobytes() if (signs < 0).any() else b""))
+        elif diagonal:
+            varying, summed = _varying_terms(masks, coefs)
+            if summed.size and (largest := summed[np.argmax(np.abs(summed))]) != 0:
+                diagonals.add((varying.tobytes(), np.round(summed / largest, 12).tobytes()))
+
+    add(np.asarray(masks, dtype=np.int64), np.asarray(coefs, dtype=float), True)
     for block in blocks:
         block_masks = np.array(block.masks, dtype=np.int64)
-        if not (block_masks != 0).any():
-            continue
-        if _uniform_terms(block_masks, np.array(block.coefs)) is not None:
-            levels = True
-        elif _one_parameter(block) is not None:
-            diagonal = True
-    return LEVEL_BYTES * levels + np.dtype(real).itemsize * diagonal
+        if (block_masks != 0).any():
+            add(block_masks, np.array(block.coefs, dtype=float), _one_parameter(block) is not None)
+    return CostTables(frozenset(levels), frozenset(diagonals))
 
 
 def _varying_terms(masks: np.ndarray, coefs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
