@@ -6,7 +6,7 @@ A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]
 fail mid-run; ``--available BYTES`` makes that the memory the machine reads as available (a recorded probe fact);
 ``--ignore-memory`` builds the devices with ignore_memory=True.
 Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``) and the bytes the
-device sized a rank at (``sized_bytes``).
+device sized a rank at (``sized_bytes``), and the tables its cache keeps after it (``tables_kept``).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
         ranks = ranks_of(dev)
         if rank == 0:
             line = {"case": case, "value": value, "grad": grad, "exchanges": ranks.exchanges, "peak_bytes": peak}
-            line["sized_bytes"] = ranks.sized
+            line["sized_bytes"], line["tables_kept"] = ranks.sized, len(ranks._cache)
             print(json.dumps(line), flush=True)
     return 0
 

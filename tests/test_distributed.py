@@ -162,7 +162,7 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
 def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
     """get_device sizes a rank for the least a cost needs (ψ, λ, 2-byte levels in the two bit layouts, the exchange's
     piece); the device sizes a weighted cost's real diagonals when it runs one, and a cost layer's own where its
-    weights are not the measured cost's (three diagonals). Measured at 20 wires on 2 ranks: peaks 1.02-1.05 of the
+    weights are not the measured cost's (three diagonals, all kept). Measured at 20 wires on 2 ranks: peaks 1.02-1.05 of the
     figure (the rest: Python's own objects, about 0.7 MB)."""
     from qbackends import capabilities
     from qbackends.context import get_context
@@ -179,6 +179,7 @@ def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
         diagonals = 3 if line["case"][0] == "circuit" else 2  # the other layers' own: one in each bit layout
         assert line["sized_bytes"] == guarded + ((diagonals * real - 4) << 19 if weighted else 0), line["case"]
         assert 0.9 <= line["peak_bytes"] / line["sized_bytes"] <= 1.1, (line["case"], line["peak_bytes"] / line["sized_bytes"])
+        assert line["tables_kept"] == (3 if line["case"][0] == "circuit" else 2)  # all kept: none built again a run
 
 
 @needs_mpi

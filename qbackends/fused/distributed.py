@@ -319,14 +319,16 @@ class Ranks:
         """Refuse a run whose rank holds ``need`` bytes (``rank_bytes``; ``what``: of what, in words) when the ranks on
         some node cannot hold them, before it allocates anything. Tables other than ``tables`` are dropped first (what
         the run holds is then ``need``); what each rank has still to allocate, times the ranks on its node, is set
-        against the memory its node has available, and every rank refuses alike. ``get_device`` sized the ranks for
-        the least a cost needs (levels of one coefficient); a circuit that needs more (a weighted cost) is sized here.
+        against the memory its node has available, and every rank refuses alike; the cache keeps every table of
+        ``tables``. ``get_device`` sized the ranks for the least a cost needs (levels of one coefficient); a circuit
+        that needs more (a weighted cost) is sized here.
 
         Raises:
             InsufficientMemoryError: naming what a rank holds, and the fixes.
         """
-        if tables != self._tables:
-            self._cache = engine.DiagonalCache(real=self._cache.real)
+        if tables != self._tables:  # a cache that keeps them all (they are sized so): none is built twice
+            kept = max(2, len(tables.levels), len(tables.diagonals))
+            self._cache = engine.DiagonalCache(size=kept, real=self._cache.real)
             self._tables, self.sized = tables, 0
         if need <= self.sized:
             return

@@ -131,6 +131,9 @@ class DiagonalCache:
         self._size = size
         self.real = real
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def _remember(self, key: tuple, value: np.ndarray) -> np.ndarray:
         self._entries[key] = value
         kind = key[0]
