@@ -4,6 +4,8 @@ the tests import ``value_and_gradient`` to run the same cases in one process.
 
 A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]; ``--raise-on 1`` makes rank 1
 fail mid-run; ``--available BYTES`` makes that the memory the machine reads as available (a recorded probe fact);
+``--node-memory BYTES``: the machine reads that less what the ranks' devices hold (each as much as this rank's);
+``--energy-first`` takes each case's energy alone before its energy and gradient, on the same device;
 ``--ignore-memory`` builds the devices with ignore_memory=True.
 Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``) and the bytes the
 device sized a rank at (``sized_bytes``), and the tables its cache keeps after it (``tables_kept``).
@@ -91,7 +93,16 @@ def value_and_gradient(case: list, mpi: bool, **options) -> tuple[float, list, i
     return value, grad, ranks_of(dev).exchanges if mpi else None
 
 
-def _run(case: list, mpi: bool, **options):
+DEVICES: list = []  # the devices built so far in this process
+
+
+def _held() -> int:
+    """Bytes the tables and buffers of this rank's devices hold."""
+    ranks = [dev._mpi for dev in DEVICES if dev._mpi is not None]
+    return sum(sum(b.nbytes for b in r._buffers.values()) + r._cache.nbytes for r in ranks)
+
+
+def _run(case: list, mpi: bool, energy_first: bool = False, **options):
     from autograd import value_and_grad
     from pennylane import numpy as pnp
 
@@ -102,14 +113,17 @@ def _run(case: list, mpi: bool, **options):
     if case[0] == "circuit":
         wires = case[2] if len(case) > 2 else CIRCUIT_WIRES
         dev = get_device("local:qbackends/fused.qubit", wires=wires, **options)
-        run = value_and_grad(circuit(case[1], dev, wires))
+        energy = circuit(case[1], dev, wires)
         params = pnp.array([0.3, 0.7, 1.1], requires_grad=True)
     else:
         wires, layers, weighted, formulation, precision = case
         dev = get_device("local:qbackends/fused.qubit", wires=wires, precision=precision, **options)
-        run = value_and_grad(energy_function(dev, graph(wires, weighted), layers, formulation))
+        energy = energy_function(dev, graph(wires, weighted), layers, formulation)
         params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
-    value, grad = run(params)
+    DEVICES.append(dev)
+    if energy_first:
+        energy(pnp.array(params, requires_grad=False))
+    value, grad = value_and_grad(energy)(params)
     return float(value), np.asarray(grad).tolist(), dev
 
 
@@ -127,7 +141,13 @@ def main(argv: list[str]) -> int:
 
         available = int(argv[argv.index("--available") + 1])
         probe.host_memory_available = lambda meminfo="/proc/meminfo": available
+    if "--node-memory" in argv:
+        from qbackends import probe
+
+        node = int(argv[argv.index("--node-memory") + 1])
+        probe.host_memory_available = lambda meminfo="/proc/meminfo": node - MPI.COMM_WORLD.Get_size() * _held()
     options = {"ignore_memory": True} if "--ignore-memory" in argv else {}
+    options["energy_first"] = "--energy-first" in argv
     rank = MPI.COMM_WORLD.Get_rank()
     for k, case in enumerate(cases):
         if fail_on == rank and k == 1:

@@ -204,6 +204,19 @@ def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path
 
 
 @needs_mpi
+def test_tables_a_rank_already_holds_are_not_sized_again(tmp_path):
+    """The energy alone first (ψ, the weighted cost's two diagonals, the piece: 1.25 MiB a rank at 16 wires), then energy
+    and gradient on the same device: only λ is new (0.5 MiB a rank, 1 MiB for the node's two ranks), so it runs with
+    1.25 MiB then available (a node of 3.75 MiB less the 2.5 MiB its ranks hold, as recorded probe facts); counting
+    the held tables again would ask 2 MiB and refuse it."""
+    case = [16, 1, True, "fast", "c128"]
+    run = _ranks(2, [case], tmp_path, "--energy-first", "--node-memory", str(15 << 18))
+    assert run.returncode == 0, run.stderr
+    value, _, _ = value_and_gradient(case, mpi=False)
+    assert abs(json.loads(run.stdout)["value"] - value) <= 1e-12 * max(1.0, abs(value))
+
+
+@needs_mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, tmp_path):

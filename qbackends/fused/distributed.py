@@ -334,7 +334,8 @@ class Ranks:
             return
         from mpi4py import MPI
 
-        more = (need - sum(buf.nbytes for buf in self._buffers.values())) * self.node_ranks
+        held = sum(buf.nbytes for buf in self._buffers.values()) + self._cache.nbytes  # this circuit's, or none
+        more = (need - held) * self.node_ranks
         short = self.comm.allreduce(more - probe.host_memory_available(), op=MPI.MAX)  # on the node with least room
         if short > 0 and not self.ignore_memory:
             fixes = ["start the ranks across more nodes (each then holds a smaller share of the state)"]

@@ -134,6 +134,10 @@ class DiagonalCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def nbytes(self) -> int:
+        return sum(table.nbytes for table in self._entries.values())
+
     def _remember(self, key: tuple, value: np.ndarray) -> np.ndarray:
         self._entries[key] = value
         kind = key[0]
