@@ -131,7 +131,8 @@ class DiagonalCache:
         self._size = size
         self.real = real
 
-    def __len__(self) -> int:
+    @property
+    def tables(self) -> int:
         return len(self._entries)
 
     @property
