@@ -84,6 +84,11 @@ def state_bytes(wires: int, precision: str = "c128") -> int:
     return BYTES_PER_AMPLITUDE[precision] << wires
 
 
+def describe_bytes(n: int) -> str:
+    """``n`` bytes as the memory guard's messages say them: GiB, and the exact count."""
+    return f"{n / 2**30:.3g} GiB ({n} bytes)"
+
+
 def working_set_bytes(
     backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: int = 0
 ) -> int:

@@ -194,12 +194,12 @@ def memory_error(
 ) -> InsufficientMemoryError:
     need = capabilities.working_set_bytes(backend, wires, precision, diff_method, mpi)
     held = f"this node's ranks' shares of the state ({wires} wires' worth)" if mpi else f"{wires} wires"
-    what = f"{held} on {backend.device_string} at {precision} need {_gib(need)} "
+    what = f"{held} on {backend.device_string} at {precision} need {capabilities.describe_bytes(need)} "
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
     else:
         during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
-        held_copies = f"{backend.copies(bool(mpi)):g} state copies of {_gib(capabilities.state_bytes(wires, precision))}"
+        held_copies = f"{backend.copies(bool(mpi)):g} state copies of {capabilities.describe_bytes(capabilities.state_bytes(wires, precision))}"
         if mpi and backend.rank_table_bytes:
             held_copies += f", {backend.rank_table_bytes} bytes an amplitude of tables"
         if mpi and backend.rank_buffer_bytes:
@@ -213,12 +213,8 @@ def memory_error(
         fixes.append("use diff_method='backprop' or lightning.qubit")
     fixes.append("or pass ignore_memory=True if you know better")
     return InsufficientMemoryError(
-        f"{what}but {caps.hardware} has {_gib(caps.memory_available)} available.", "; ".join(fixes) + "."
+        f"{what}but {caps.hardware} has {capabilities.describe_bytes(caps.memory_available)} available.", "; ".join(fixes) + "."
     )
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.3g} GiB ({n} bytes)"
 
 
 def check_request_on(backend: Backend, request: Request) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import probe
+from ..capabilities import describe_bytes
 from ..errors import (
     InsufficientMemoryError,
     MPIUnavailableError,
@@ -37,6 +38,7 @@ from ..errors import (
     UnsupportedCircuitError,
     UnsupportedOptionError,
 )
+from ..simbase.measurements import CHUNK, magnitudes
 from . import engine
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
 
@@ -237,10 +239,6 @@ def rank_bytes(local: int, itemsize: int, ranks: int, adjoint: bool, table_bytes
     return share * ((1 + adjoint) * itemsize + table_bytes) + piece
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.3g} GiB ({n} bytes)"
-
-
 def refuse(tape: Any) -> None:
     """Refuse, by name, what the distributed state does not run.
 
@@ -315,13 +313,13 @@ class Ranks:
         self.exchanges += 1
         return state
 
-    def size_run(self, need: int, tables: engine.CostTables, what: str) -> None:
-        """Refuse a run whose rank holds ``need`` bytes (``rank_bytes``; ``what``: of what, in words) when the ranks on
-        some node cannot hold them, before it allocates anything. Tables other than ``tables`` are dropped first (what
-        the run holds is then ``need``); what each rank has still to allocate, times the ranks on its node, is set
-        against the memory its node has available, and every rank refuses alike; the cache keeps every table of
-        ``tables``. ``get_device`` sized the ranks for the least a cost needs (levels of one coefficient); a circuit
-        that needs more (a weighted cost) is sized here.
+    def size_run(self, tables: engine.CostTables, local: int, adjoint: bool) -> None:
+        """Refuse a run whose rank holds ψ (and λ, ``adjoint``) of its 2^``local`` amplitudes, ``tables`` and the
+        exchange's piece (``rank_bytes``) when the ranks on some node cannot hold them, before it allocates anything.
+        Tables other than ``tables`` are dropped first (what the run holds is then that); what each rank has still to
+        allocate, times the ranks on its node, is set against the memory its node has available, and every rank
+        refuses alike; the cache keeps every table of ``tables``. ``get_device`` sized the ranks for the least a cost
+        needs (levels of one coefficient); a circuit that needs more (a weighted cost) is sized here.
 
         Raises:
             InsufficientMemoryError: naming what a rank holds, and the fixes.
@@ -330,6 +328,8 @@ class Ranks:
             kept = max(2, len(tables.levels), len(tables.diagonals))
             self._cache = engine.DiagonalCache(size=kept, real=self._cache.real)
             self._tables, self.sized = tables, 0
+        itemsize, table_bytes = np.dtype(self.dtype).itemsize, tables.bytes(self._cache.real)
+        need = rank_bytes(local, itemsize, self.size, adjoint, table_bytes)
         if need <= self.sized:
             return
         from mpi4py import MPI
@@ -338,12 +338,20 @@ class Ranks:
         more = (need - held) * self.node_ranks
         short = self.comm.allreduce(more - probe.host_memory_available(), op=MPI.MAX)  # on the node with least room
         if short > 0 and not self.ignore_memory:
+            wires = local + self.size.bit_length() - 1
+            what = (
+                f"{wires} wires at {'c64' if itemsize == 8 else 'c128'} on {self.size} rank{'s' if self.size > 1 else ''}: "
+                f"the state of its 2^{local} amplitudes{' and λ for the gradient' if adjoint else ''}; the cost's "
+                f"tables, {table_bytes} bytes an amplitude ({len(tables.levels)} of levels at {engine.LEVEL_BYTES} "
+                f"bytes, {len(tables.diagonals)} diagonals of weighted terms at {np.dtype(self._cache.real).itemsize} "
+                f"bytes)" + ("; the exchange's piece" if self.size > 1 else "")
+            )
             fixes = ["start the ranks across more nodes (each then holds a smaller share of the state)"]
-            if np.dtype(self.dtype) == np.complex128:
+            if itemsize == 16:
                 fixes.insert(0, "precision='c64' halves the state's memory")
             raise InsufficientMemoryError(
-                f"fused.qubit with mpi=True cannot hold this circuit: a rank holds {_gib(need)} ({what}), and the ranks "
-                f"on the node with the least room need {_gib(short)} more than it has available.",
+                f"fused.qubit with mpi=True cannot hold this circuit: a rank holds {describe_bytes(need)} ({what}), and "
+                f"the ranks on the node with the least room need {describe_bytes(short)} more than it has available.",
                 "; ".join(fixes) + "; or pass ignore_memory=True (to get_device or the device) if you know better.",
             )
         self.sized = need
@@ -382,16 +390,7 @@ class Ranks:
         lcoefs = np.array([sign * c for (_, sign), c in zip(split, coefs, strict=True)])
         adjoint = gradient and bool(tape.trainable_params)
         tables = engine.cost_tables([step[1] for step in steps.steps if step[0] == "block"], lmasks, lcoefs)
-        table_bytes = tables.bytes(self._cache.real)
-        precision = "c64" if np.dtype(self.dtype) == np.complex64 else "c128"
-        what = (
-            f"{n} wires at {precision} on {self.size} rank{'s' if self.size > 1 else ''}: the state of its 2^{local} "
-            f"amplitudes{' and λ for the gradient' if adjoint else ''}; the cost's tables, {table_bytes} bytes an "
-            f"amplitude ({len(tables.levels)} of levels at {engine.LEVEL_BYTES} bytes, {len(tables.diagonals)} "
-            f"diagonals of weighted terms at {np.dtype(self._cache.real).itemsize} bytes)"
-            + ("; the exchange's piece" if self.size > 1 else "")
-        )
-        self.size_run(rank_bytes(local, np.dtype(self.dtype).itemsize, self.size, adjoint, table_bytes), tables, what)
+        self.size_run(tables, local, adjoint)
         by_level = engine.values_by_level(local, lmasks, lcoefs, self._cache)
         if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
             self._cache.get(local, lmasks, lcoefs)
@@ -499,13 +498,11 @@ class Ranks:
         return index, self.comm.allreduce(mine[1] if mine[0] == index else 0.0, op=MPI.MAX)
 
 
-PROBABILITY_CHUNK = 1 << 20  # amplitudes a rank turns into probabilities at a time: 8 MiB, not half its share
-
-
 def _probabilities(psi: np.ndarray) -> Any:
-    """(first index, |ψ|² of PROBABILITY_CHUNK amplitudes in float64) over ``psi``, chunk by chunk."""
-    for start in range(0, psi.size, PROBABILITY_CHUNK):
-        yield start, np.abs(psi[start : start + PROBABILITY_CHUNK].astype(np.complex128, copy=False)) ** 2
+    """(first index, |ψ|² in float64) of ``psi`` a CHUNK at a time, as one process squares it: the whole share's
+    probabilities would take half of it again (a 29-qubit run on 2 ranks ran out of memory)."""
+    for start in range(0, psi.size, CHUNK):
+        yield start, magnitudes(psi[start : start + CHUNK])
 
 
 def ranks_of(device: Any) -> Ranks:
