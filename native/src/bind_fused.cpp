@@ -89,6 +89,15 @@ void bind_fused(nb::module_& m) {
         set_threads(n);
     });
 
+    m.def("set_team", [](int part, int parts, Out sync) {
+        if (parts < 1 || part < 0 || part >= parts) throw nb::value_error("set_team: part in [0, parts)");
+        if (parts > 1 && (sync.size() < 2 || sync.dtype() != nb::dtype<std::uint32_t>()))
+            throw nb::value_error("set_team: sync is two uint32 words the team shares");
+        set_team(part, parts, parts > 1 ? static_cast<std::uint32_t*>(sync.data()) : nullptr);
+    }, "Run the state kernels as ``part`` of ``parts`` ranks sharing the state (``parts`` 1: alone), a barrier on ``sync`` after each.");
+    m.def("ground_state", [](Out psi) {
+        QB_STATE(psi, { auto* s = data<cplx<T>>(psi, "psi"); nb::gil_scoped_release g; ground_state<T>(s, psi.size()); })
+    });
     m.def("diag_phase_tables", [](Out psi, int low_bits, In pa, In bmask, In bcoef, In gmask, In pc, double sign) {
         Tables t = tables(low_bits, pa, bmask, bcoef, gmask, pc);
         QB_STATE(psi, { auto* s = data<cplx<T>>(psi, "psi"); nb::gil_scoped_release g; diag_phase_tables<T>(s, psi.size(), t, sign); })

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <sched.h>
 #include <type_traits>
 #include <vector>
 
@@ -28,10 +29,29 @@ using cplx = std::complex<T>;
 
 inline double zsign(u64 x) { return 1.0 - 2.0 * double(__builtin_parityll(x)); }
 
+inline void share_of(u64 t, u64 count, u64 shares, u64& first, u64& last) {
+    const u64 per = (count + shares - 1) / shares;
+    first = std::min(count, t * per);
+    last = std::min(count, (t + 1) * per);
+}
+
+// Ranks of one node that share one state (a team): each runs every state kernel over its part (a contiguous
+// share of the kernel's tiles or chunks), and the kernel ends at the team's barrier, in the shared memory.
+struct Team {
+    int part = 0, parts = 1;
+    std::atomic<std::uint32_t>* sync = nullptr;  // arrivals, then the barrier's generation
+};
+Team team;
+
+// [first, last): this rank's part of ``count`` tiles or chunks (all of them outside a team).
+inline void part_range(u64 count, u64& first, u64& last) { share_of(u64(team.part), count, u64(team.parts), first, last); }
+
+// Thread t's tiles of this rank's part.
 inline void tiles_of_thread(int t, u64 tiles, int nthreads, u64& first, u64& last) {
-    u64 per = (tiles + nthreads - 1) / nthreads;
-    first = std::min(tiles, u64(t) * per);
-    last = std::min(tiles, u64(t + 1) * per);
+    u64 from, to;
+    part_range(tiles, from, to);
+    share_of(u64(t), to - from, u64(nthreads), first, last);
+    first += from, last += from;
 }
 
 template <class T>
@@ -725,16 +745,43 @@ int threads() {
 
 void set_threads(int n) { thread_count.store(n); }
 
+void set_team(int part, int parts, std::uint32_t* sync) {
+    team = parts > 1 ? Team{part, parts, reinterpret_cast<std::atomic<std::uint32_t>*>(sync)} : Team{};
+}
+
+void team_barrier() {
+    if (team.parts <= 1) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // this rank's stores, streamed ones too, seen before it arrives
+    std::atomic<std::uint32_t>&arrived = team.sync[0], &generation = team.sync[1];
+    const std::uint32_t now = generation.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == std::uint32_t(team.parts)) {
+        arrived.store(0, std::memory_order_relaxed);
+        generation.fetch_add(1, std::memory_order_release);
+        return;
+    }
+    for (unsigned spins = 0; generation.load(std::memory_order_acquire) == now; ++spins) {
+        if (spins < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();  // more ranks than cores: let the others run
+        }
+    }
+}
+
 // ---- kernels ------------------------------------------------------------------------------------------
 
 template <class T>
 void diag_phase_tables(cplx<T>* psi, u64 n, const Tables& t, double sign) {
     const u64 size = u64(1) << t.low_bits;
+    u64 from, to;
+    part_range(n >> t.low_bits, from, to);
 #pragma omp parallel num_threads(threads()) if (parallel(n))
     {
         Buffer<double> re(size), im(size);
 #pragma omp for schedule(static)
-        for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
+        for (u64 hi = from; hi < to; ++hi) {
             chunk_phases(hi, t, sign, re.get(), im.get());
             cplx<T>* p = psi + hi * size;
             for (u64 lo = 0; lo < size; ++lo) {
@@ -743,6 +790,7 @@ void diag_phase_tables(cplx<T>* psi, u64 n, const Tables& t, double sign) {
             }
         }
     }
+    team_barrier();
 }
 
 // One adjoint pass over a diagonal block. With q(k) = Im(conj(λ_k) φ_k) after the block, accumulates
@@ -771,21 +819,25 @@ void diag_adjoint_tables(cplx<T>* phi, cplx<T>* lam, u64 n, const Tables& t, dou
             rowsum[hi] = accumulate_moments(q.get(), size, hi, t.gmask, t.ng, moments + u64(th) * (1 + t.ng) * size);
         }
     }
+    team_barrier();
 }
 
 // out[k] = convert(angle(k)), chunk by chunk.
 template <class O, class F>
 void map_angles(O* out, u64 n, const Tables& t, F convert) {
     const u64 size = u64(1) << t.low_bits;
+    u64 from, to;
+    part_range(n >> t.low_bits, from, to);
 #pragma omp parallel num_threads(threads()) if (parallel(n))
     {
         Buffer<double> angles(size);
 #pragma omp for schedule(static)
-        for (u64 hi = 0; hi < (n >> t.low_bits); ++hi) {
+        for (u64 hi = from; hi < to; ++hi) {
             chunk_angles(hi, t, angles.get());
             for (u64 lo = 0; lo < size; ++lo) out[hi * size + lo] = convert(angles.get()[lo]);
         }
     }
+    team_barrier();
 }
 
 template <class O>
@@ -800,11 +852,14 @@ void diag_levels(std::uint16_t* out, u64 n, const Tables& t, double offset) {
 
 template <class T>
 void phase_by_level(cplx<T>* psi, u64 n, const std::uint16_t* levels, const cplx<T>* table) {
+    u64 from, to;
+    part_range(n, from, to);
 #pragma omp parallel for num_threads(threads()) schedule(static) if (parallel(n))
-    for (u64 k = 0; k < n; ++k) {
+    for (u64 k = from; k < to; ++k) {
         const cplx<T> p = table[levels[k]], x = psi[k];
         psi[k] = cplx<T>(x.real() * p.real() - x.imag() * p.imag(), x.real() * p.imag() + x.imag() * p.real());
     }
+    team_barrier();
 }
 
 template <class T>
@@ -830,6 +885,7 @@ void diag_adjoint_levels(cplx<T>* phi, cplx<T>* lam, u64 n, const std::uint16_t*
             rowsum[hi] = accumulate_moments(q.get(), size, hi, gmask, ng, moments + u64(th) * (1 + ng) * size);
         }
     }
+    team_barrier();
 }
 
 // psi = ⊗ single-qubit states (low_vectors[b] / high_vectors[b]: the (2,) vector of bit b), then, unless
@@ -841,11 +897,13 @@ void product_state(cplx<T>* psi, u64 n, int low_bits, const cplx<double>* low_ve
     std::vector<cplx<double>> table(size, cplx<double>(1.0, 0.0));
     for (u64 lo = 0; lo < size; ++lo)
         for (int b = 0; b < low_bits; ++b) table[lo] *= low_vectors[2 * b + ((lo >> b) & 1)];
+    u64 from, to;
+    part_range(n >> low_bits, from, to);
 #pragma omp parallel num_threads(threads()) if (parallel(n))
     {
         Buffer<T> re(levels.size ? size : 0), im(levels.size ? size : 0);
 #pragma omp for schedule(static)
-        for (u64 hi = 0; hi < (n >> low_bits); ++hi) {
+        for (u64 hi = from; hi < to; ++hi) {
             cplx<double> factor(1.0, 0.0);
             for (u64 b = 0; b < nhigh; ++b) factor *= high_vectors[2 * b + ((hi >> b) & 1)];
             const u64 off = hi * size;
@@ -862,6 +920,7 @@ void product_state(cplx<T>* psi, u64 n, int low_bits, const cplx<double>* low_ve
             }
         }
     }
+    team_barrier();
 }
 
 // Gates' moments and undoing on φ and λ, over a tile: row[i] += Im<λ|P_i|φ> taken before U_i† (gates in turn).
@@ -913,6 +972,7 @@ void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates
             }
         }
     }
+    team_barrier();
 }
 
 // psi <- the pass's gates applied to ``source`` (psi itself, another buffer, or the ``product`` state it
@@ -961,6 +1021,7 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
             }
         }
     }
+    team_barrier();
     return total_value;
 }
 
@@ -988,6 +1049,7 @@ void layers_with_diagonal(cplx<T>* psi, cplx<T>* keep, const Tiling& tiling, con
             scatter(re.get(), im.get(), psi, n, base, offsets, tiling.run_bits, tiling.transposed);
         }
     }
+    team_barrier();
 }
 
 // An adjoint pass over a product layer that leaves φ in memory alone: λ <- U_i† λ for every gate (``undo``;
@@ -1032,41 +1094,61 @@ void layer_adjoint_lambda(const cplx<T>* phi, cplx<T>* lam, const Tiling& tiling
                 level_sums(pre.get(), pim.get(), lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, sums);
         }
     }
+    team_barrier();
+}
+
+// psi = |0...0⟩.
+template <class T>
+void ground_state(cplx<T>* psi, u64 n) {
+    u64 from, to;
+    part_range(n, from, to);
+#pragma omp parallel for num_threads(threads()) schedule(static) if (parallel(n))
+    for (u64 k = from; k < to; ++k) psi[k] = cplx<T>(T(k == 0), T(0));
+    team_barrier();
 }
 
 // Swap the target pair wherever the control bit is set.
 template <class T>
 void cnot(cplx<T>* psi, u64 n, int control, int target) {
     const int lo = std::min(control, target), hi = std::max(control, target);
+    u64 from, to;
+    part_range(n >> 2, from, to);
 #pragma omp parallel for num_threads(threads()) schedule(static) if (parallel(n))
-    for (u64 r = 0; r < (n >> 2); ++r) {
+    for (u64 r = from; r < to; ++r) {
         const u64 low = r & ((u64(1) << lo) - 1), mid = (r >> lo) & ((u64(1) << (hi - lo - 1)) - 1), high = r >> (hi - 1);
         const u64 k = low | (mid << (lo + 1)) | (high << (hi + 1)) | (u64(1) << control), k1 = k | (u64(1) << target);
         std::swap(psi[k], psi[k1]);
     }
+    team_barrier();
 }
 
 // <ψ|D|ψ> and λ = D ψ for a real diagonal D, in one pass.
 template <class T, class D>
 double expval_and_lambda(const cplx<T>* psi, u64 n, const D* diagonal, cplx<T>* lam) {
     double sum = 0.0;
+    u64 from, to;
+    part_range(n, from, to);
 #pragma omp parallel for simd num_threads(threads()) schedule(static) reduction(+ : sum) if (parallel(n))
-    for (u64 k = 0; k < n; ++k) {
+    for (u64 k = from; k < to; ++k) {
         const T pr = psi[k].real(), pi = psi[k].imag();
         sum += double(diagonal[k]) * double(pr * pr + pi * pi);
         lam[k] = cplx<T>(T(diagonal[k] * pr), T(diagonal[k] * pi));
     }
+    team_barrier();
     return sum;
 }
 
 template <class T, class D>
 double expval(const cplx<T>* psi, u64 n, const D* diagonal) {
     double sum = 0.0;
+    u64 from, to;
+    part_range(n, from, to);
 #pragma omp parallel for simd num_threads(threads()) schedule(static) reduction(+ : sum) if (parallel(n))
-    for (u64 k = 0; k < n; ++k) {
+    for (u64 k = from; k < to; ++k) {
         const T pr = psi[k].real(), pi = psi[k].imag();
         sum += double(diagonal[k]) * double(pr * pr + pi * pi);
     }
+    team_barrier();
     return sum;
 }
 
@@ -1094,6 +1176,7 @@ void scatter_tile(const T* re, const T* im, cplx<T>* psi, u64 n, u64 base, const
     template void layers_with_diagonal<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, Values, Phases, const Gates<T>&,    \
                                           int);                                                                                    \
     template void layer_adjoint_lambda<T>(const cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, const AdjointLambda<T>&);     \
+    template void ground_state<T>(cplx<T>*, u64);                                                                                 \
     template void cnot<T>(cplx<T>*, u64, int, int);                                                                                \
     template bool streams_past_caches<T>(const cplx<T>*, u64);                                                                     \
     template void scatter_tile<T>(const T*, const T*, cplx<T>*, u64, u64, const std::vector<u64>&, int, bool);                                                                                \

@@ -75,6 +75,10 @@ constexpr u64 STREAM_BYTES = u64(1) << 26;  // states of 64 MiB and more are sto
 
 int threads();
 void set_threads(int n);
+// Ranks sharing one state: ``part`` of ``parts`` (1: none), ``sync`` two words in memory they all map.
+void set_team(int part, int parts, std::uint32_t* sync);
+void team_barrier();
+template <class T> void ground_state(std::complex<T>* psi, u64 n);
 template <class T> bool streams_past_caches(const std::complex<T>* psi, u64 n);
 template <class T>
 void scatter_tile(const T* re, const T* im, std::complex<T>* psi, u64 n, u64 base, const std::vector<u64>& offsets, int run_bits,

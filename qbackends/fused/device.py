@@ -6,7 +6,6 @@ rotates measurements to the Z basis, and expands parameter broadcasting.
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -238,43 +237,21 @@ class FusedQubit(SimulatorDevice):
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
         adjoint = gradient and bool(tape.trainable_params)  # nothing trainable: empty Jacobians, no adjoint pass
-        # One diagonal expectation (a QAOA energy): the forward pass's last sweep takes it, and writes
-        # λ = Hψ for the adjoint pass; the second buffer keeps the last layer's input, and λ takes
-        # ψ's place. Two state vectors in all.
-        psi = self._buffer("psi", 1 << n)
-        measure = None
-        keep = kept = None
-        if not tape.shots and _one_diagonal_expectation(tape):
+        if not tape.shots and _one_diagonal_expectation(tape):  # a QAOA energy: see engine.expectation
             terms = z_terms(tape.measurements[0].obs)
             assert terms is not None
             masks, coefs = _masks_and_coefficients(terms, index, n)
-            by_level = engine.values_by_level(n, masks, coefs, self._diagonals)
-            if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
-                self._diagonals.get(n, masks, coefs)
-            measure = engine.Measure(partial(self._diagonals.get, n, masks, coefs), write_state=False, by_level=by_level)
-            if adjoint and engine.keeps_last_input(segments):
-                keep = kept = self._buffer("lambda", 1 << n)
-                measure.lam, measure.undo = psi, True
-            elif adjoint:
-                measure.write_state, measure.lam = True, self._buffer("lambda", 1 << n)
-        psi = engine.forward(segments, n, psi, self._diagonals, traffic, keep=keep, measure=measure)
+            value, grad, _ = engine.expectation(segments, nparams, n, masks, coefs, self._diagonals, self._buffer, traffic, adjoint)
+            if not gradient:
+                return np.array(value), None
+            return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)] if grad is not None else []]))
+        psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic)
         if tape.shots:
             return self._sample(tape, psi, index, n), None
         values = []
         jac_rows = []
         for m in tape.measurements:
-            if measure is not None:  # taken in the forward pass, λ written where the adjoint pass wants it
-                values.append(np.array(measure.value))
-                if adjoint:
-                    phi, lam = (kept, psi) if kept is not None else (psi, measure.lam)
-                    assert lam is not None
-                    grad = engine.adjoint_gradient(
-                        segments, nparams, phi, lam, n, self._diagonals, traffic, kept=kept is not None, undone=measure.undone
-                    )
-                    jac_rows.append(grad[list(tape.trainable_params)])
-                elif gradient:
-                    jac_rows.append(np.zeros(0))
-            elif type(m) is StateMP:
+            if type(m) is StateMP:
                 values.append(psi.copy())
             elif type(m) is ProbabilityMP and m.obs is None and m.mv is None:
                 values.append(probabilities(psi, [index[w] for w in (m.wires or wires)], n))

@@ -126,10 +126,11 @@ class DiagonalCache:
     (a QAOA step asks for the same cost and the same blocks every time). Diagonals are kept as
     ``real`` (float32 beside complex64 states: half the bytes, as exact as the state)."""
 
-    def __init__(self, size: int = 2, real: type = np.float64) -> None:
+    def __init__(self, size: int = 2, real: type = np.float64, allocate: Callable[[int, type], np.ndarray] | None = None) -> None:
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._size = size
         self.real = real
+        self._allocate = allocate or table_array  # (size, dtype) -> a table's array: shared memory for ranks sharing a state
 
     @property
     def tables(self) -> int:
@@ -158,7 +159,7 @@ class DiagonalCache:
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, coefs, nwires)
-        out: np.ndarray = table_array(1 << nwires, self.real)
+        out: np.ndarray = self._allocate(1 << nwires, self.real)
         K.diag_values(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c)
         return self._remember(key, out)
 
@@ -191,7 +192,7 @@ class DiagonalCache:
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, -0.5 * (signs if flipped else np.ones(masks.size)), nwires)
-        out = table_array(1 << nwires, np.uint16)
+        out = self._allocate(1 << nwires, np.uint16)
         K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
         return self._remember(key, out)
 
@@ -641,6 +642,42 @@ def forward(
     return psi
 
 
+def expectation(
+    segments: list[Segment],
+    nparams: int,
+    nwires: int,
+    masks: np.ndarray,
+    coefs: np.ndarray,
+    cache: DiagonalCache,
+    buffer: Callable[[str, int], np.ndarray],
+    traffic: Traffic,
+    adjoint: bool,
+    keep_state: bool = False,
+) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+    """(⟨H⟩, dH/dθ or None, ψ or None) for H = Σ coefs·z(k & masks) after ``segments`` from |0...0⟩, in two states
+    of ``buffer(name, size)``. The forward pass's last sweep takes the value, and writes λ = Hψ for the adjoint
+    pass; the second buffer keeps the last layer's input, and λ takes ψ's place. ψ is returned written (a value
+    alone, ``keep_state``), else None (the adjoint pass overwrites it; a value alone need not write it)."""
+    psi = buffer("psi", 1 << nwires)
+    by_level = values_by_level(nwires, masks, coefs, cache)
+    if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
+        cache.get(nwires, masks, coefs)
+    measure = Measure(partial(cache.get, nwires, masks, coefs), write_state=keep_state and not adjoint, by_level=by_level)
+    keep = None
+    if adjoint and keeps_last_input(segments):
+        keep = buffer("lambda", 1 << nwires)
+        measure.lam, measure.undo = psi, True
+    elif adjoint:
+        measure.write_state, measure.lam = True, buffer("lambda", 1 << nwires)
+    psi = forward(segments, nwires, psi, cache, traffic, keep=keep, measure=measure)
+    if not adjoint:
+        return measure.value, None, psi if keep_state else None
+    phi, lam = (keep, psi) if keep is not None else (psi, measure.lam)
+    assert lam is not None
+    grad = adjoint_gradient(segments, nparams, phi, lam, nwires, cache, traffic, kept=keep is not None, undone=measure.undone)
+    return measure.value, grad, None
+
+
 def _measure(psi: np.ndarray, measure: Measure, traffic: Traffic) -> None:
     if measure.lam is not None:
         measure.value = K.expval_and_lambda(psi, measure.diagonal(), measure.lam)
@@ -713,8 +750,7 @@ def _initial_state(initial: list[Segment], nwires: int, psi: np.ndarray, block: 
     """Write the state after the ``initial`` segments: none (|0...0⟩), a product layer (a product
     state) or a product layer and the diagonal block after it (``block``)."""
     if not initial:
-        psi[:] = 0.0
-        psi[0] = 1.0
+        K.ground_state(psi)
         traffic.add(psi.size, states=1)
         return
     layer = initial[0]
