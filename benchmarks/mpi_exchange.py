@@ -1,11 +1,13 @@
 """The exchange of fused.qubit's distributed state, timed: ``mpiexec -n R python benchmarks/mpi_exchange.py SPEC.json``.
 
 SPEC is {"cases": [[wires, precision], ...], "layers": p, "formulation": "qml.qaoa", "steps": k, "exchanges": k,
-"one_process": bool}. For each case, on a ``get_device("local:qbackends/fused.qubit", wires=n, mpi=True)`` device:
+"one_process": bool, "share_node": bool}. For each case, on a ``get_device("local:qbackends/fused.qubit", wires=n,
+mpi=True, share_node=...)`` device (``share_node`` True, the default: ranks on one node share one state; False: each
+holds a share and they exchange, as across nodes):
 
 - a QAOA value + adjoint gradient step of p layers (``qaoa.energy_function`` on gnm(n, 1.5n, seed=1967)),
   run once to compile and allocate, then ``steps`` times, each between two barriers;
-- the exchange alone: ``Ranks.exchange`` (distributed.py's own pairwise in-place exchange of a rank's share) on an
+- the exchange alone (ranks that exchange): ``Ranks.exchange`` (distributed.py's own pairwise in-place exchange of a rank's share) on an
   array of the share's size and dtype, once untimed, then ``exchanges`` times;
 - with ``one_process`` (R = 1 only), the same step on a device without mpi=True, for the one-process time.
 
@@ -61,7 +63,8 @@ def one_case(comm, wires: int, precision: str, spec: dict) -> dict:
     from qbackends.fused.distributed import ranks_of
 
     layers, formulation = spec["layers"], spec["formulation"]
-    device = get_device(FUSED, wires=wires, precision=precision, mpi=True)
+    share_node = spec.get("share_node", True)
+    device = get_device(FUSED, wires=wires, precision=precision, mpi=True, share_node=share_node)
     ranks = ranks_of(device)
     step = qaoa_step(device, wires, layers, formulation)
     start = time.perf_counter()
@@ -71,18 +74,21 @@ def one_case(comm, wires: int, precision: str, spec: dict) -> dict:
     steps = timed(comm, step, spec["steps"])
     per_step = (ranks.exchanges - before) // spec["steps"]
 
-    share = np.ones(device_share(wires, comm.Get_size()), dtype=np.complex64 if precision == "c64" else np.complex128)
-    state = [ranks.exchange(share)]  # once untimed, as the step is
+    exchanges = [0.0]
+    if ranks.memory is None:
+        share = np.ones(device_share(wires, comm.Get_size()), dtype=np.complex64 if precision == "c64" else np.complex128)
+        state = [ranks.exchange(share)]  # once untimed, as the step is
 
-    def exchange():
-        state[0] = ranks.exchange(state[0])
+        def exchange():
+            state[0] = ranks.exchange(state[0])
 
-    exchanges = timed(comm, exchange, spec["exchanges"])
+        exchanges = timed(comm, exchange, spec["exchanges"])
 
     out = {
         "wires": wires,
         "precision": precision,
         "ranks": comm.Get_size(),
+        "shared_state": ranks.memory is not None,
         "layers": layers,
         "formulation": formulation,
         "value": float(value),

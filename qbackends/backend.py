@@ -31,6 +31,10 @@ class Backend:
             the circuits that need more itself when it runs them.
         rank_buffer_bytes: bytes a rank of an ``mpi=True`` run holds besides its share's copies, whatever its size
             (at most half its share is counted: a rank's buffer for an exchange need not be larger).
+        shared_table_bytes: bytes an amplitude of tables when the ranks of an ``mpi=True`` run hold one state
+            between them (every rank of the job on one node, or one rank alone): the node then holds
+            ``rank_state_copies`` of the whole state, these tables and no rank buffers. None: its ranks always
+            hold a share each.
         dense_adjoint_observables: True when the device's adjoint method turns a Hamiltonian into a
             dense 2^n x 2^n matrix (default.qubit), so adjoint memory grows as 4^n.
         preference: order for ``auto`` without a calibration profile; higher wins.
@@ -68,6 +72,7 @@ class Backend:
     rank_state_copies: float | None = None
     rank_table_bytes: int = 0
     rank_buffer_bytes: int = 0
+    shared_table_bytes: int | None = None
     dense_adjoint_observables: bool = False
     preference: int = 0
     min_auto_wires: int = 0

@@ -97,6 +97,7 @@ BACKENDS = (
         rank_state_copies=2.0,
         rank_table_bytes=2 * 2,
         rank_buffer_bytes=16 << 20,  # the exchange's receiving piece (fused.distributed.EXCHANGE_PIECE_BYTES)
+        shared_table_bytes=2,  # ranks of one node share ψ, λ and the levels of one layout (fused.shared)
         preference=5,
         description="fused diagonal blocks and gate layers (compiled C++); the QAOA workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),

@@ -90,14 +90,22 @@ def describe_bytes(n: int) -> str:
 
 
 def working_set_bytes(
-    backend: Backend, wires: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: int = 0
+    backend: Backend,
+    wires: int,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    mpi: int = 0,
+    shared: bool = False,
 ) -> int:
     """Peak bytes a value+gradient run needs on this backend. ``mpi``: the ranks of an MPI job on this node (True: one),
     ``wires`` their shares' worth, each rank at ``rank_state_copies`` of its share, its ``rank_table_bytes`` an
-    amplitude and its ``rank_buffer_bytes``."""
+    amplitude and its ``rank_buffer_bytes``; ``shared``: the ranks hold one state between them, at the backend's
+    ``shared_table_bytes`` (where it has them)."""
     copies = backend.copies(bool(mpi)) or 0.0
     need = int(state_bytes(wires, precision) * copies)
-    if mpi:
+    if mpi and shared and backend.shared_table_bytes is not None:
+        need += backend.shared_table_bytes << wires
+    elif mpi:
         need += backend.rank_table_bytes << wires
         share = state_bytes(wires, precision) // int(mpi)
         need += int(mpi) * min(backend.rank_buffer_bytes, share // 2)
@@ -107,7 +115,12 @@ def working_set_bytes(
 
 
 def max_wires(
-    backend: Backend, available: int, precision: str = "c128", diff_method: str | None = "adjoint", mpi: int = 0
+    backend: Backend,
+    available: int,
+    precision: str = "c128",
+    diff_method: str | None = "adjoint",
+    mpi: int = 0,
+    shared: bool = False,
 ) -> int | None:
     """The largest wire count whose working set fits in ``available`` bytes."""
     if backend.state_copies is None:
@@ -115,7 +128,7 @@ def max_wires(
     low, high = 0, 64  # bisected (screening asks this of every backend for every auto device): it grows with wires
     while low < high:
         wires = (low + high + 1) // 2
-        fits = working_set_bytes(backend, wires, precision, diff_method, mpi) <= available
+        fits = working_set_bytes(backend, wires, precision, diff_method, mpi, shared) <= available
         low, high = (wires, high) if fits else (low, wires - 1)
     return low
 
@@ -133,10 +146,11 @@ def evaluate(
     diff_method: str | None = "adjoint",
     construction_error: str | None = None,
     mpi: int = 0,
+    shared: bool = False,
 ) -> Capabilities:
     """The capabilities record of ``backend`` on the machine ``facts`` describes; ``construction_error``: why it failed
     at construction in this process (a ``Context``'s ``build_failures``), if it did; ``mpi``: sized as that many ranks
-    of an MPI job (``working_set_bytes``)."""
+    of an MPI job, ``shared``: holding one state between them (``working_set_bytes``)."""
     version = facts.distributions.get(backend.distribution)
     hardware = hardware_of(backend, facts)
     available, where, problem, fix = _hardware_check(hardware, facts)
@@ -170,7 +184,7 @@ def evaluate(
         version=version,
         hardware=where,
         memory_available=available,
-        max_wires=max_wires(backend, available, precision, diff_method, mpi),
+        max_wires=max_wires(backend, available, precision, diff_method, mpi, shared),
         state_copies=backend.copies(bool(mpi)),
         operations=declared_operations(backend) if version is not None else DeclaredOperations(),
     )

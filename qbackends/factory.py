@@ -20,7 +20,7 @@ from .context import Context
 from .deviceoptions import accepts_option, build_options
 from .errors import BackendUnavailableError, QBackendsError, UnsupportedOptionError
 from .request import Request
-from .screening import Choice, check_request_on, guarded_wires, machine, node_ranks, requested_chain, screen
+from .screening import Choice, check_request_on, guarded_wires, machine, node_ranks, ranks_share_state, requested_chain, screen
 
 log = logging.getLogger("qbackends")
 
@@ -44,6 +44,7 @@ def build_requested(request: Request, context: Context) -> Any:
         True,
         context,
         mpi=node_ranks() if request.options.get("mpi") else 0,
+        shared=ranks_share_state(request.options),
     )
     for choice in fit:
         try:

@@ -248,6 +248,10 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "rank_state_copies": (lambda v: v is None or (_number(v) and v > 0), "None or a positive, finite number"),
     "rank_table_bytes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),
     "rank_buffer_bytes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),
+    "shared_table_bytes": (
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+        "None or a whole number of 0 or more",
+    ),
     "dense_adjoint_observables": (lambda v: isinstance(v, bool), "True or False"),
     "preference": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
     "min_auto_wires": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),

@@ -7,7 +7,7 @@ Machine facts (``probe``), each backend's capabilities (``capabilities.evaluate`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,11 +148,13 @@ def screen(
     every: bool = False,
     context: Context | None = None,
     mpi: int = 0,
+    shared: bool = False,
 ) -> tuple[list[Choice], list[QBackendsError]]:
     """The backends of ``chain`` that run here and fit the request (the first only, unless ``every``), and why
     the others do not: among them, those the context saw fail at construction (``Context.build_failures``).
     ``mpi``: the ranks of an MPI job on this node (``node_ranks``), ``wires`` their shares' worth (``guarded_wires``),
-    each sized with the backend's ``rank_state_copies``, ``rank_table_bytes`` and ``rank_buffer_bytes``.
+    each sized with the backend's ``rank_state_copies``, ``rank_table_bytes`` and ``rank_buffer_bytes``; ``shared``:
+    the ranks hold one state between them (``ranks_share_state``), sized with its ``shared_table_bytes``.
 
     Raises:
         BackendUnavailableError, InsufficientMemoryError: when none of them does.
@@ -162,11 +164,11 @@ def screen(
     refusals: list[QBackendsError] = []
     for backend in chain:
         failure = context.build_failures.get(backend.device_name)
-        caps = capabilities.evaluate(backend, facts, precision, diff_method, failure, mpi)
+        caps = capabilities.evaluate(backend, facts, precision, diff_method, failure, mpi, shared)
         if not caps.ok:
             refusals.append(BackendUnavailableError(f"{backend.device_string} cannot run here: {caps.reason}.", caps.fix))
         elif wires is not None and caps.max_wires is not None and wires > caps.max_wires and not ignore_memory:
-            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context, mpi))
+            refusals.append(memory_error(backend, caps, wires, precision, diff_method, context, mpi, shared))
         else:
             fit.append(Choice(backend, caps))
             if not every:
@@ -191,18 +193,24 @@ def memory_error(
     diff_method: str | None,
     context: Context,
     mpi: int = 0,
+    shared: bool = False,
 ) -> InsufficientMemoryError:
-    need = capabilities.working_set_bytes(backend, wires, precision, diff_method, mpi)
-    held = f"this node's ranks' shares of the state ({wires} wires' worth)" if mpi else f"{wires} wires"
+    need = capabilities.working_set_bytes(backend, wires, precision, diff_method, mpi, shared)
+    shared = shared and backend.shared_table_bytes is not None
+    if shared:
+        held = f"the one state of this node's ranks ({wires} wires)"
+    else:
+        held = f"this node's ranks' shares of the state ({wires} wires' worth)" if mpi else f"{wires} wires"
     what = f"{held} on {backend.device_string} at {precision} need {capabilities.describe_bytes(need)} "
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         what += "(its adjoint method builds a dense 2^n x 2^n observable matrix) "
     else:
         during = f"{'an' if diff_method[:1] in 'aeiou' else 'a'} {diff_method} gradient" if diff_method else "a run"
         held_copies = f"{backend.copies(bool(mpi)):g} state copies of {capabilities.describe_bytes(capabilities.state_bytes(wires, precision))}"
-        if mpi and backend.rank_table_bytes:
-            held_copies += f", {backend.rank_table_bytes} bytes an amplitude of tables"
-        if mpi and backend.rank_buffer_bytes:
+        tables = backend.shared_table_bytes if shared else backend.rank_table_bytes
+        if mpi and tables:
+            held_copies += f", {tables} bytes an amplitude of tables"
+        if mpi and not shared and backend.rank_buffer_bytes:
             held_copies += f" and {int(mpi)} rank buffer{'s' if mpi > 1 else ''} of up to {backend.rank_buffer_bytes >> 20} MiB"
         what += f"({held_copies} during {during}) "
     fixes = [f"use at most {caps.max_wires} wires"]
@@ -248,6 +256,18 @@ def node_ranks(launch: Any = None) -> int:
     launch = launch if launch is not None else launchers.current()
     local = launch.local_world if launch is not None else 1
     return 1 << (local - 1).bit_length()
+
+
+def ranks_share_state(options: Mapping[str, Any], launch: Any = None) -> bool:
+    """Whether the ranks of a request with these device ``options`` (``mpi=True``) hold one state between them: one
+    rank alone, or every rank of the job on this node, unless ``share_node=False`` (for a backend that shares:
+    ``shared_table_bytes``)."""
+    if not options.get("mpi"):
+        return False
+    launch = launch if launch is not None else launchers.current()
+    world = launch.world if launch is not None else probe.mpi_world_size()
+    local = launch.local_world if launch is not None else 1
+    return world <= 1 or (local >= world and options.get("share_node", True) is not False)
 
 
 def guarded_wires(request: Request) -> int | None:

@@ -6,9 +6,12 @@ A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]
 fail mid-run; ``--available BYTES`` makes that the memory the machine reads as available (a recorded probe fact);
 ``--node-memory BYTES``: the machine reads that less what the ranks' devices hold (each as much as this rank's);
 ``--energy-first`` takes each case's energy alone before its energy and gradient, on the same device;
-``--ignore-memory`` builds the devices with ignore_memory=True.
+``--shm-room BYTES``: the room /dev/shm reads as having; ``--ignore-memory`` builds the devices with ignore_memory=True; ``--exchange`` with share_node=False (each rank holds
+a share and they exchange, as across nodes; else the ranks of this one machine share one state); ``--most-probable``
+also gives the most probable basis state of each case's final state (index, probability) in ``most_probable``.
 Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``) and the bytes the
-device sized a rank at (``sized_bytes``), and the tables its cache keeps after it (``tables_kept``).
+device sized a rank at (``sized_bytes``), and the tables its cache keeps after it (``tables_kept``); what this rank's
+devices hold (``held_bytes``, all the cases' so far) and what ``/dev/shm`` lost since the start (``shm_bytes``).
 """
 
 from __future__ import annotations
@@ -93,7 +96,9 @@ def value_and_gradient(case: list, mpi: bool, **options) -> tuple[float, list, i
     return value, grad, ranks_of(dev).exchanges if mpi else None
 
 
-DEVICES: list = []  # the devices built so far in this process
+DEVICES: list = []  # the devices built so far in this process, their energies and fixed angles
+ENERGIES: list = []
+FIXED: list = []
 
 
 def _held() -> int:
@@ -121,6 +126,8 @@ def _run(case: list, mpi: bool, energy_first: bool = False, **options):
         energy = energy_function(dev, graph(wires, weighted), layers, formulation)
         params = pnp.array(np.random.default_rng(5).uniform(size=(2, layers)), requires_grad=True)
     DEVICES.append(dev)
+    ENERGIES.append(energy)
+    FIXED.append(pnp.array(params, requires_grad=False))
     if energy_first:
         energy(pnp.array(params, requires_grad=False))
     value, grad = value_and_grad(energy)(params)
@@ -146,9 +153,19 @@ def main(argv: list[str]) -> int:
 
         node = int(argv[argv.index("--node-memory") + 1])
         probe.host_memory_available = lambda meminfo="/proc/meminfo": node - MPI.COMM_WORLD.Get_size() * _held()
+    if "--shm-room" in argv:
+        from qbackends.fused import shared
+
+        shm_room = int(argv[argv.index("--shm-room") + 1])
+        shared.room = lambda: shm_room
     options = {"ignore_memory": True} if "--ignore-memory" in argv else {}
+    if "--exchange" in argv:
+        options["share_node"] = False
     options["energy_first"] = "--energy-first" in argv
+    from qbackends.fused import shared
+
     rank = MPI.COMM_WORLD.Get_rank()
+    room = shared.room()  # (as read, or as --shm-room gives it)
     for k, case in enumerate(cases):
         if fail_on == rank and k == 1:
             raise RuntimeError(f"rank {rank} fails on purpose")
@@ -157,9 +174,15 @@ def main(argv: list[str]) -> int:
         peak = MPI.COMM_WORLD.allreduce(tracemalloc.get_traced_memory()[1], op=MPI.MAX)
         tracemalloc.stop()
         ranks = ranks_of(dev)
+        exchanges = ranks.exchanges
+        most = None
+        if "--most-probable" in argv:
+            ENERGIES[-1](FIXED[-1])  # the energy alone: the final state is kept
+            most = ranks.most_probable()
         if rank == 0:
-            line = {"case": case, "value": value, "grad": grad, "exchanges": ranks.exchanges, "peak_bytes": peak}
-            line["sized_bytes"], line["tables_kept"] = ranks.sized, ranks._cache.tables
+            line = {"case": case, "value": value, "grad": grad, "exchanges": exchanges, "peak_bytes": peak}
+            line["sized_bytes"], line["tables_kept"], line["most_probable"] = ranks.sized, ranks._cache.tables, most
+            line["held_bytes"], line["shm_bytes"] = _held(), room - shared.room()
             print(json.dumps(line), flush=True)
     return 0
 

@@ -284,12 +284,20 @@ def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
     assert capabilities.max_wires(fused, room) == 21 and capabilities.max_wires(fused, room, mpi=True) == 22
     lightning = get_context().registry.backends["pennylane/lightning.qubit"]  # declares no rank figure
     assert lightning.copies(mpi=True) == lightning.copies() == 9.0
-    with pytest.raises(InsufficientMemoryError) as err:
+    from qbackends.launchers import Launch
+    from qbackends.screening import ranks_share_state
+
+    with pytest.raises(InsufficientMemoryError) as err:  # one rank (no launcher here): one state, one layout's levels
         get_device("local:qbackends/fused.qubit", wires=40, mpi=True)
     text = str(err.value)
-    assert "this node's ranks' shares of the state (40 wires' worth) on local:qbackends/fused.qubit at c128" in text
-    assert f"({2 * 16 * 2**40 + (4 << 40) + (16 << 20)} bytes) (2 state copies of" in text
-    assert ", 4 bytes an amplitude of tables and 1 rank buffer of up to 16 MiB during an adjoint gradient" in text
+    assert "the one state of this node's ranks (40 wires) on local:qbackends/fused.qubit at c128" in text
+    assert f"({2 * 16 * 2**40 + (2 << 40)} bytes) (2 state copies of" in text
+    assert ", 2 bytes an amplitude of tables during an adjoint gradient" in text
+    on_one_node, across_nodes = Launch("mpiexec (MPICH)", 0, 4, 0, 4, "127.0.0.1", 29500), Launch("srun", 0, 4, 0, 1, "n1", 29500)
+    assert ranks_share_state({"mpi": True}, on_one_node)
+    assert not ranks_share_state({"mpi": True, "share_node": False}, on_one_node)
+    assert not ranks_share_state({"mpi": True}, across_nodes)
+    assert not ranks_share_state({}, on_one_node)
     from qbackends.fused import distributed
 
     assert fused.rank_buffer_bytes == distributed.EXCHANGE_PIECE_BYTES  # the exchange's receiving piece
@@ -305,6 +313,9 @@ def test_a_node_of_ranks_is_sized_with_each_ranks_buffer():
     assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (4 << 20) + 2 * (4 << 20)  # half of an 8 MiB share
     assert capabilities.working_set_bytes(fused, 30, mpi=2) == 2 * 16 * 2**30 + (4 << 30) + 2 * (16 << 20)
     assert capabilities.working_set_bytes(fused, 30) == int(2.75 * 16 * 2**30)  # one process: no exchange
+    # ranks sharing one state: ψ and λ once for the node, the levels of one layout, no pieces
+    assert capabilities.working_set_bytes(fused, 22, mpi=2, shared=True) == 2 * (16 << 22) + (2 << 22)
+    assert capabilities.working_set_bytes(fused, 22, "c64", mpi=2, shared=True) == 2 * (8 << 22) + (2 << 22)
 
 
 def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monkeypatch):

@@ -1,5 +1,6 @@
 """fused.qubit with mpi=True: the layout in one process, then real ranks under the [mpi] extra's own mpiexec (MPICH's
-Hydra, on loopback): energies and gradients equal the one-process run, ``qbackends run qaoa --mpi`` gives its
+Hydra, on loopback), sharing one state (the default on one node) and exchanging shares (share_node=False, as across
+nodes): energies and gradients equal the one-process run, ``qbackends run qaoa --mpi`` gives its
 costs and resumes, and a rank that dies, fails or cannot share the state ends the job at once."""
 
 from __future__ import annotations
@@ -102,16 +103,22 @@ def _ranks(n: int, cases: list, tmp_path: Path, *extra: str, timeout: float = 30
     )
 
 
-def _same_as_one_process(ranks: int, cases: list, tmp_path: Path) -> None:
+LAYOUTS = ["shared", "exchange"]  # one state the ranks share (one node), or a share each and exchanges
+EXCHANGE = "--exchange"
+
+
+def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, layout: str) -> None:
     # one process first, the reference
     expected = [value_and_gradient(case, mpi=False) for case in cases]
-    run = _ranks(ranks, cases, tmp_path)
+    run = _ranks(ranks, cases, tmp_path, *([EXCHANGE] if layout == "exchange" else []))
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["case"] for line in lines] == cases
     for line, (value, grad, _) in zip(lines, expected, strict=True):
         qaoa = line["case"][0] != "circuit"
-        if qaoa:  # p forward (mixers; the Hadamards need none), 2p back (φ and λ)
+        if layout == "shared":
+            assert line["exchanges"] == 0
+        elif qaoa:  # p forward (mixers; the Hadamards need none), 2p back (φ and λ)
             assert line["exchanges"] == 3 * line["case"][1]
         tol = 1e-12 if not qaoa or line["case"][4] == "c128" else 1e-5
         assert abs(line["value"] - value) <= tol * max(1.0, abs(value)), line["case"]
@@ -120,21 +127,104 @@ def _same_as_one_process(ranks: int, cases: list, tmp_path: Path) -> None:
 
 
 @needs_mpi
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, tmp_path):
+def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, layout, tmp_path):
     cases = [[12, 1, False, "fast", "c128"], [12, 2, True, "qml.qaoa", "c128"], [13, 3, True, "fast", "c128"]]
     if ranks == 2:
         cases.append([12, 2, False, "fast", "c64"])
-    _same_as_one_process(ranks, cases, tmp_path)
+    _same_as_one_process(ranks, cases, tmp_path, layout)
+
+
+@needs_mpi
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, layout, tmp_path):
+    """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
+    names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotation-beside-hadamards", "rotations-on-every-other-wire"]
+    names += ["block-first", "another-cost-layer"]
+    _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path, layout)
 
 
 @needs_mpi
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, tmp_path):
-    """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
-    names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotation-beside-hadamards", "rotations-on-every-other-wire"]
-    names += ["block-first", "another-cost-layer"]
-    _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path)
+def test_shared_and_exchanged_states_give_the_same_most_probable_bitstring(ranks, tmp_path):
+    """Each rank reads its part of a shared state, or its share (the layout's bits mapped back): the same basis
+    state, at the same probability, from every rank."""
+    cases = [[12, 1, False, "fast", "c128"], [13, 2, True, "qml.qaoa", "c128"], ["circuit", "block-first"]]
+    found = {}
+    for layout in LAYOUTS:
+        run = _ranks(ranks, cases, tmp_path, "--most-probable", *([EXCHANGE] if layout == "exchange" else []))
+        assert run.returncode == 0, run.stderr
+        found[layout] = [json.loads(line)["most_probable"] for line in run.stdout.splitlines()]
+    assert len(found["shared"]) == len(cases)
+    for (index, p), (other, q) in zip(found["shared"], found["exchange"], strict=True):
+        assert index == other and abs(p - q) <= 1e-12 and 0 < p <= 1
+
+
+@needs_mpi
+def test_ranks_sharing_a_state_hold_it_once_for_the_node(tmp_path):
+    """At 20 wires on 2 ranks sharing one state, the device sizes the node at ψ, λ and the cost's tables of one bit
+    layout (2-byte levels unweighted; a weighted cost's diagonal, 8 or 4 bytes), and that is what /dev/shm lost: the
+    node holds one process's state, not a share per rank plus exchange pieces. get_device's figure, the least a cost
+    needs, is the unweighted one."""
+    from qbackends import capabilities
+    from qbackends.context import get_context
+
+    fused = get_context().registry.backends["qbackends/fused.qubit"]
+    cases = [[20, 2, w, "fast", p] for p in ("c128", "c64") for w in (False, True)]
+    run = _ranks(2, cases, tmp_path)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    held_before = 0
+    for k, line in enumerate(lines):
+        weighted, precision = line["case"][2], line["case"][4]
+        amplitude, real = {"c128": (16, 8), "c64": (8, 4)}[precision]
+        assert line["sized_bytes"] == (2 * amplitude + (real if weighted else 2)) << 20, line["case"]
+        if not weighted:
+            assert line["sized_bytes"] == capabilities.working_set_bytes(fused, 20, precision, "adjoint", mpi=2, shared=True)
+        assert line["held_bytes"] - held_before == line["sized_bytes"]  # this case's device holds what it sized
+        held_before = line["held_bytes"]
+        # a page for each device's barrier, the rest exactly the arrays
+        assert 0 <= line["shm_bytes"] - line["held_bytes"] <= 4096 * (k + 1), (line["shm_bytes"], line["held_bytes"])
+
+
+@needs_mpi
+def test_a_dev_shm_too_small_for_the_shared_state_is_named_with_its_fix(tmp_path):
+    """A container's /dev/shm (64 MiB unless --shm-size says more) as a recorded fact: 1 MiB of room, 16 wires on 2 ranks
+    sharing the state (2.125 MiB): refused at the first circuit, naming /dev/shm and how to give it room."""
+    refused = _ranks(2, [[16, 1, False, "fast", "c128"]], tmp_path, "--shm-room", str(1 << 20))
+    assert refused.returncode != 0 and not refused.stdout
+    assert (
+        "the ranks of this node share 0.00208 GiB (2228224 bytes) in /dev/shm (16 wires at c128 on 2 ranks"
+    ) in refused.stderr
+    assert (
+        "the node needs 0.0011 GiB (1179648 bytes) more than its memory and /dev/shm have available. Fix: give /dev/shm "
+        "more room (in a container: docker run --shm-size); precision='c64' halves the state's memory"
+    ) in refused.stderr
+
+
+@needs_mpi
+def test_a_circuit_the_node_cannot_hold_in_one_shared_state_is_refused_before_it_runs(tmp_path):
+    """With 2.875 MiB available (a recorded probe fact), 16 wires on 2 ranks sharing the state: get_device's figure
+    and the unweighted cost (2.125 MiB) fit; QAOA whose cost layers are not the measured cost's keeps two
+    diagonals (3 MiB) and is refused with the node's figure; ignore_memory=True runs it to one process's answer."""
+    cases = [[16, 1, False, "fast", "c128"], ["circuit", "another-cost-layer", 16]]
+    available = str(23 << 17)
+    refused = _ranks(2, cases, tmp_path, "--available", available)
+    assert refused.returncode != 0
+    assert [json.loads(line)["case"] for line in refused.stdout.splitlines()] == cases[:1]
+    assert (
+        "InsufficientMemoryError: fused.qubit with mpi=True cannot hold this circuit: the ranks of this node share "
+        "0.00293 GiB (3145728 bytes) in /dev/shm (16 wires at c128 on 2 ranks: the state of its 2^16 amplitudes and λ "
+        "for the gradient; the cost's tables, 16 bytes an amplitude (0 of levels at 2 bytes, 2 diagonals of weighted "
+        "terms at 8 bytes)), and the node needs 0.000122 GiB (131072 bytes) more than its memory and /dev/shm have "
+        "available. Fix: precision='c64' halves the state's memory"
+    ) in refused.stderr
+    ignored = _ranks(2, cases, tmp_path, "--available", available, "--ignore-memory")
+    assert ignored.returncode == 0, ignored.stderr
+    value, _, _ = value_and_gradient(cases[1], mpi=False)
+    assert abs(json.loads(ignored.stdout.splitlines()[1])["value"] - value) <= 1e-12 * max(1.0, abs(value))
 
 
 @needs_mpi
@@ -151,7 +241,7 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
     one = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     for ranks in (2, 4):
-        run = _ranks(ranks, [[12, 1, False, "fast", "c128"], case], tmp_path)
+        run = _ranks(ranks, [[12, 1, False, "fast", "c128"], case], tmp_path, EXCHANGE)
         assert run.returncode == 0, run.stderr
         peak = json.loads(run.stdout.splitlines()[-1])["peak_bytes"]
         print(f"{ranks} ranks: {peak / one:.2f} of one process's peak ({one / 2**20:.0f} MiB)")
@@ -170,7 +260,7 @@ def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
     fused = get_context().registry.backends["qbackends/fused.qubit"]
     cases = [[12, 1, False, "fast", "c128"]] + [[20, 2, w, "fast", p] for p in ("c128", "c64") for w in (False, True)]
     cases.append(["circuit", "another-cost-layer", 20])
-    run = _ranks(2, cases, tmp_path)
+    run = _ranks(2, cases, tmp_path, EXCHANGE)
     assert run.returncode == 0, run.stderr
     for line in [json.loads(line) for line in run.stdout.splitlines()][1:]:
         weighted, precision = (line["case"][2], line["case"][4]) if line["case"][0] != "circuit" else (True, "c128")
@@ -187,7 +277,7 @@ def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path
     """With 3 MiB available (a recorded probe fact), 16 wires on 2 ranks: get_device's figure and the unweighted
     cost fit (1.375 MiB a rank), the weighted cost's diagonals do not (1.75 MiB a rank); ignore_memory=True runs it."""
     cases = [[16, 1, False, "fast", "c128"], [16, 1, True, "fast", "c128"]]
-    refused = _ranks(2, cases, tmp_path, "--available", str(3 << 20))
+    refused = _ranks(2, cases, tmp_path, "--available", str(3 << 20), EXCHANGE)
     assert refused.returncode != 0
     assert [json.loads(line)["case"] for line in refused.stdout.splitlines()] == cases[:1]
     assert (
@@ -197,7 +287,7 @@ def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path
         "exchange's piece), and the ranks on the node with the least room need 0.000488 GiB (524288 bytes) more than "
         "it has available. Fix: precision='c64' halves the state's memory; start the ranks across more nodes"
     ) in refused.stderr
-    ignored = _ranks(2, cases, tmp_path, "--available", str(3 << 20), "--ignore-memory")
+    ignored = _ranks(2, cases, tmp_path, "--available", str(3 << 20), "--ignore-memory", EXCHANGE)
     assert ignored.returncode == 0, ignored.stderr
     value, _, _ = value_and_gradient(cases[1], mpi=False)
     assert abs(json.loads(ignored.stdout.splitlines()[1])["value"] - value) <= 1e-12 * max(1.0, abs(value))
@@ -210,7 +300,7 @@ def test_tables_a_rank_already_holds_are_not_sized_again(tmp_path):
     1.25 MiB then available (a node of 3.75 MiB less the 2.5 MiB its ranks hold, as recorded probe facts); counting
     the held tables again would ask 2 MiB and refuse it."""
     case = [16, 1, True, "fast", "c128"]
-    run = _ranks(2, [case], tmp_path, "--energy-first", "--node-memory", str(15 << 18))
+    run = _ranks(2, [case], tmp_path, "--energy-first", "--node-memory", str(15 << 18), EXCHANGE)
     assert run.returncode == 0, run.stderr
     value, _, _ = value_and_gradient(case, mpi=False)
     assert abs(json.loads(run.stdout)["value"] - value) <= 1e-12 * max(1.0, abs(value))
@@ -218,11 +308,12 @@ def test_tables_a_rank_already_holds_are_not_sized_again(tmp_path):
 
 @needs_mpi
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, tmp_path):
+def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, layout, tmp_path):
     cases = [[16, 3, False, "fast", "c128"], [16, 2, True, "qml.qaoa", "c128"], [20, 2, True, "fast", "c128"]]
     cases += [[22, 1, False, "fast", "c128"], [22, 3, True, "fast", "c128"]]
-    _same_as_one_process(ranks, cases, tmp_path)
+    _same_as_one_process(ranks, cases, tmp_path, layout)
 
 
 def _costs(folder: Path) -> list:

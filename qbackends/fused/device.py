@@ -131,6 +131,9 @@ class FusedQubit(SimulatorDevice):
         mpi: split the state over the ranks of an MPI job (``mpiexec -n R``, R a power of two; see ``distributed``).
         ignore_memory: with ``mpi``, run a circuit even when its ranks need more memory than their node has
             available (``get_device(..., ignore_memory=True)`` passes it on).
+        share_node: with ``mpi`` and every rank on one node, the ranks share one state in shared memory and
+            together make one process's passes over it (the default); False: each holds a share and they
+            exchange, as ranks on several nodes do.
     """
 
     name = "qbackends.fused.qubit"
@@ -144,6 +147,7 @@ class FusedQubit(SimulatorDevice):
         c_dtype: Any = np.complex128,
         mpi: bool = False,
         ignore_memory: bool = False,
+        share_node: bool = True,
     ) -> None:
         super().__init__(wires=wires, shots=shots)
         self._dtype = state_dtype(c_dtype, self.name)
@@ -151,7 +155,7 @@ class FusedQubit(SimulatorDevice):
         if mpi:
             from .distributed import Ranks
 
-            self._mpi = Ranks(self.wires, self._dtype, ignore_memory=ignore_memory)
+            self._mpi = Ranks(self.wires, self._dtype, ignore_memory=ignore_memory, share_node=share_node)
         self._rng = np.random.default_rng(seed)
         self._precision = "c64" if self._dtype == np.complex64 else "c128"
         self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)

@@ -1,4 +1,6 @@
-"""fused.qubit over MPI ranks (``mpi=True``): each of R ranks holds 2^n / R amplitudes of the state.
+"""fused.qubit over MPI ranks (``mpi=True``). Ranks that are all on one node share one state (``shared``; the
+default): each runs one process's sweeps over its part of every pass, and nothing is exchanged. Otherwise (several
+nodes, or ``share_node=False``) each of R ranks holds 2^n / R amplitudes of the state, as below.
 
 Layout: the state index's top m = log2 R bits are the rank, the other L = n - m bits the local index.
 ``exchange`` (pairwise, in place) swaps the m global bits with the m top local bits; the layout records
@@ -40,6 +42,7 @@ from ..errors import (
 )
 from ..simbase.measurements import CHUNK, magnitudes
 from . import engine
+from . import shared as node_sharing
 from .program import DIAGONAL_TERMS, FIXED_SINGLE, ROTATIONS, DiagonalBlock, ProductLayer, Segment, compile_operations, z_terms
 
 # An exchange sends and receives a block in pieces of this size, each received into a buffer of its own and
@@ -270,7 +273,9 @@ def refuse(tape: Any) -> None:
 class Ranks:
     """The distributed state of a fused.qubit device: this rank's share, the exchanges, the reductions."""
 
-    def __init__(self, wires: Any, dtype: np.dtype, comm: Any = None, ignore_memory: bool = False) -> None:
+    def __init__(
+        self, wires: Any, dtype: np.dtype, comm: Any = None, ignore_memory: bool = False, share_node: bool = True
+    ) -> None:
         self.comm = comm if comm is not None else world()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.dtype = dtype
@@ -278,22 +283,28 @@ class Ranks:
             local_bits(len(wires), self.size)  # a mismatch is refused before anything is allocated
         from mpi4py import MPI
 
-        self.node_ranks = self.comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # they share this node's memory
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)  # the ranks that share this node's memory
+        self.node_ranks = node.Get_size()
+        # every rank on one node: they run one state in shared memory, with no exchanges (see shared)
+        self.memory = node_sharing.NodeMemory(node) if share_node and 1 < self.size == self.node_ranks else None
         self.ignore_memory = ignore_memory
         self.sized = 0  # bytes a rank holds for the runs since the cost's tables last changed (rank_bytes)
         self._tables: engine.CostTables | None = None  # the tables the cache holds
         self._mpi_type = MPI.C_FLOAT_COMPLEX if dtype == np.complex64 else MPI.C_DOUBLE_COMPLEX
         self._sum = MPI.SUM
         self._buffers: dict[str, np.ndarray] = {}
-        self._cache = engine.DiagonalCache(real=np.float32 if dtype == np.complex64 else np.float64)
-        self.last: tuple[np.ndarray, Layout] | None = None  # the last final state and its layout
+        self._cache = self._new_cache(2, np.float32 if dtype == np.complex64 else np.float64)
+        self.last: tuple[np.ndarray, Layout, int, int] | None = None  # the last final state, its layout, this rank's span
         self.exchanges = 0  # exchanges of a state so far (each sends (R-1)/R of this rank's share)
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._buffers.get(name)
         if buf is None or buf.size != size:
-            buf = self._buffers[name] = engine.state_buffer(size, self.dtype)
+            buf = self._buffers[name] = self.memory.array(size, self.dtype) if self.memory else engine.state_buffer(size, self.dtype)
         return buf
+
+    def _new_cache(self, size: int, real: type) -> engine.DiagonalCache:
+        return engine.DiagonalCache(size=size, real=real, allocate=self.memory.array if self.memory else None)
 
     def exchange(self, state: np.ndarray) -> np.ndarray:
         """``state`` with the global and top local bits swapped, in place: this rank's block t (top local bits t) goes
@@ -319,39 +330,51 @@ class Ranks:
         Tables other than ``tables`` are dropped first (what the run holds is then that); what each rank has still to
         allocate, times the ranks on its node, is set against the memory its node has available, and every rank
         refuses alike; the cache keeps every table of ``tables``. ``get_device`` sized the ranks for the least a cost
-        needs (levels of one coefficient); a circuit that needs more (a weighted cost) is sized here.
+        needs (levels of one coefficient); a circuit that needs more (a weighted cost) is sized here. Ranks sharing
+        one state (``memory``) hold it, and the tables, once for the node (``local``: every wire), in ``/dev/shm``.
 
         Raises:
             InsufficientMemoryError: naming what a rank holds, and the fixes.
         """
         if tables != self._tables:  # a cache that keeps them all (they are sized so): none is built twice
             kept = max(2, len(tables.levels), len(tables.diagonals))
-            self._cache = engine.DiagonalCache(size=kept, real=self._cache.real)
+            self._cache = self._new_cache(kept, self._cache.real)
             self._tables, self.sized = tables, 0
         itemsize, table_bytes = np.dtype(self.dtype).itemsize, tables.bytes(self._cache.real)
-        need = rank_bytes(local, itemsize, self.size, adjoint, table_bytes)
+        shared = self.memory is not None
+        need = rank_bytes(local, itemsize, 1 if shared else self.size, adjoint, table_bytes)
         if need <= self.sized:
             return
         from mpi4py import MPI
 
         held = sum(buf.nbytes for buf in self._buffers.values()) + self._cache.nbytes  # this circuit's, or none
-        more = (need - held) * self.node_ranks
-        short = self.comm.allreduce(more - probe.host_memory_available(), op=MPI.MAX)  # on the node with least room
+        more = (need - held) * (1 if shared else self.node_ranks)
+        available = room = probe.host_memory_available()
+        if shared:  # the shared state's files take room in /dev/shm too
+            room = min(room, node_sharing.room())
+        short = self.comm.allreduce(more - room, op=MPI.MAX)  # on the node with least room
         if short > 0 and not self.ignore_memory:
-            wires = local + self.size.bit_length() - 1
+            wires = local if shared else local + self.size.bit_length() - 1
             what = (
                 f"{wires} wires at {'c64' if itemsize == 8 else 'c128'} on {self.size} rank{'s' if self.size > 1 else ''}: "
                 f"the state of its 2^{local} amplitudes{' and λ for the gradient' if adjoint else ''}; the cost's "
                 f"tables, {table_bytes} bytes an amplitude ({len(tables.levels)} of levels at {engine.LEVEL_BYTES} "
                 f"bytes, {len(tables.diagonals)} diagonals of weighted terms at {np.dtype(self._cache.real).itemsize} "
-                f"bytes)" + ("; the exchange's piece" if self.size > 1 else "")
+                f"bytes)" + ("; the exchange's piece" if self.size > 1 and not shared else "")
             )
             fixes = ["start the ranks across more nodes (each then holds a smaller share of the state)"]
             if itemsize == 16:
                 fixes.insert(0, "precision='c64' halves the state's memory")
+            if room < available:  # /dev/shm, not the node's memory, is what is short
+                fixes.insert(0, f"give {node_sharing.SHARED_MEMORY} more room (in a container: docker run --shm-size)")
+            if shared:
+                held_by = f"the ranks of this node share {describe_bytes(need)} in {node_sharing.SHARED_MEMORY}"
+                short_by = f"the node needs {describe_bytes(short)} more than its memory and {node_sharing.SHARED_MEMORY} have"
+            else:
+                held_by = f"a rank holds {describe_bytes(need)}"
+                short_by = f"the ranks on the node with the least room need {describe_bytes(short)} more than it has"
             raise InsufficientMemoryError(
-                f"fused.qubit with mpi=True cannot hold this circuit: a rank holds {describe_bytes(need)} ({what}), and "
-                f"the ranks on the node with the least room need {describe_bytes(short)} more than it has available.",
+                f"fused.qubit with mpi=True cannot hold this circuit: {held_by} ({what}), and {short_by} available.",
                 "; ".join(fixes) + "; or pass ignore_memory=True (to get_device or the device) if you know better.",
             )
         self.sized = need
@@ -370,6 +393,8 @@ class Ranks:
         from .device import _format_jacobian, _masks_and_coefficients, _refuse_untracked_gradients
 
         refuse(tape)
+        if self.memory is not None:
+            return self._simulate_shared(tape, wires, gradient, traffic)
         n = len(wires)
         layout = Layout(n, local_bits(n, self.size), self.rank)
         index = {w: i for i, w in enumerate(wires)}
@@ -423,7 +448,7 @@ class Ranks:
                 keep = lam if kept and single else None
                 engine.forward(part, local, psi, self._cache, traffic, keep=keep, measure=last, initial=k == 0)
         if not adjoint:
-            self.last = (psi, layout)
+            self.last = (psi, layout, 0, psi.size)
             value = self.allreduce(np.array([measure.value]))[0]
             return np.array(value), (_format_jacobian(np.zeros((1, 0))) if gradient else None)
         self.last = None  # the adjoint pass overwrites ψ
@@ -435,6 +460,32 @@ class Ranks:
         grad = self.allreduce(grad)
         value, grad = grad[nparams], grad[:nparams]
         return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)]]))
+
+    def _simulate_shared(self, tape: Any, wires: Any, gradient: bool, traffic: engine.Traffic) -> tuple[Any, Any]:
+        """``simulate`` for ranks sharing one state: each runs one process's sweeps (``engine.expectation``) over its
+        part of every pass, and the value and moments of all parts are summed."""
+        from .device import _format_jacobian, _masks_and_coefficients, _refuse_untracked_gradients
+
+        assert self.memory is not None
+        n = len(wires)
+        index = {w: i for i, w in enumerate(wires)}
+        segments, nparams = compile_operations(tape.operations, index, n)
+        if gradient:
+            _refuse_untracked_gradients(tape, segments, nparams)
+        terms = z_terms(tape.measurements[0].obs)
+        assert terms is not None
+        masks, coefs = _masks_and_coefficients(terms, index, n)
+        adjoint = gradient and bool(tape.trainable_params)
+        self.size_run(engine.cost_tables([s for s in segments if isinstance(s, DiagonalBlock)], masks, coefs), n, adjoint)
+        with self.memory.team():
+            value, grad, psi = engine.expectation(
+                segments, nparams, n, masks, coefs, self._cache, self._buffer, traffic, adjoint, keep_state=True
+            )
+        self.last = (psi, Layout(n, n, 0), *self.memory.span(psi.size)) if psi is not None else None
+        sums = self.allreduce(np.append(grad if grad is not None else np.zeros(0), value))
+        if not gradient:
+            return np.array(sums[-1]), None
+        return np.array(sums[-1]), _format_jacobian(np.array([sums[:-1][list(tape.trainable_params)] if adjoint else []]))
 
     def _adjoint(
         self,
@@ -483,12 +534,13 @@ class Ranks:
                 "most_probable reads the final state of the last circuit run without a gradient; there is none.",
                 "run the circuit once with constant parameters (requires_grad=False) first.",
             )
-        psi, layout = self.last
+        state, layout, begin, end = self.last
+        psi = state[begin:end]  # this rank's part of a shared state, or its whole share
         from mpi4py import MPI
 
-        largest = self.comm.allreduce(max(float(p.max()) for _, p in _probabilities(psi)), op=MPI.MAX)
+        largest = self.comm.allreduce(max((float(p.max()) for _, p in _probabilities(psi)), default=0.0), op=MPI.MAX)
         mine = (1 << layout.nwires, 0.0)
-        for start, p in _probabilities(psi):
+        for start, p in _probabilities(psi, begin):
             near = np.flatnonzero(p >= largest * (1 - ties))
             if near.size:
                 indices = layout.global_indices(near + start)
@@ -498,11 +550,11 @@ class Ranks:
         return index, self.comm.allreduce(mine[1] if mine[0] == index else 0.0, op=MPI.MAX)
 
 
-def _probabilities(psi: np.ndarray) -> Any:
-    """(first index, |ψ|² in float64) of ``psi`` a CHUNK at a time, as one process squares it: the whole share's
-    probabilities would take half of it again (a 29-qubit run on 2 ranks ran out of memory)."""
+def _probabilities(psi: np.ndarray, offset: int = 0) -> Any:
+    """(first index + ``offset``, |ψ|² in float64) of ``psi`` a CHUNK at a time, as one process squares it: the whole
+    share's probabilities would take half of it again (a 29-qubit run on 2 ranks ran out of memory)."""
     for start in range(0, psi.size, CHUNK):
-        yield start, magnitudes(psi[start : start + CHUNK])
+        yield offset + start, magnitudes(psi[start : start + CHUNK])
 
 
 def ranks_of(device: Any) -> Ranks:

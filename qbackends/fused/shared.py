@@ -1,0 +1,99 @@
+"""One state shared by the ranks of one node (``mpi=True`` with every rank on one node).
+
+Each array is a file of ``/dev/shm`` that rank 0 creates and every rank maps (it is unlinked once all have it:
+the memory goes with the last mapping, no collective frees it). The kernels then run as a team
+(``kernels.set_team``): each rank sweeps its part of every pass's tiles and waits for the others at a barrier
+in that memory before the next pass. The ranks together make one process's passes over one state, where ranks
+that each hold a share exchange between the passes that need a global bit.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..errors import InsufficientMemoryError
+from . import kernels as K
+
+SHARED_MEMORY = "/dev/shm"
+SYNC_WORDS = 16  # the barrier's two words, alone in a cache line
+
+
+def room() -> int:
+    """Bytes ``/dev/shm`` can still take (a container's is often 64 MiB unless ``--shm-size`` says more)."""
+    try:
+        stat = os.statvfs(SHARED_MEMORY)
+    except OSError:
+        return 0
+    return stat.f_bavail * stat.f_frsize
+
+
+class NodeMemory:
+    """Arrays every rank of ``comm`` (the ranks of one node) maps, and the team the kernels run as on them."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self.part, self.parts = comm.Get_rank(), comm.Get_size()
+        tag = comm.bcast(secrets.token_hex(8) if self.part == 0 else None)
+        self._prefix = os.path.join(SHARED_MEMORY, f"qbackends-{tag}-")
+        self._made = 0
+        self._sync = self.array(SYNC_WORDS, np.uint32)
+
+    def array(self, size: int, dtype: Any) -> np.ndarray:
+        """``size`` zeros of ``dtype`` that every rank maps; every rank calls it, in the same order.
+
+        Raises:
+            InsufficientMemoryError: ``/dev/shm`` cannot take it.
+        """
+        nbytes = max(1, size * np.dtype(dtype).itemsize)
+        path = f"{self._prefix}{self._made}"
+        self._made += 1
+        failed = None
+        if self.part == 0:
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+                try:
+                    os.posix_fallocate(fd, 0, nbytes)  # refused now, not a SIGBUS at the first touch past the room
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                failed = str(exc)
+                if os.path.exists(path):
+                    os.unlink(path)
+        failed = self.comm.bcast(failed)
+        if failed is not None:
+            raise InsufficientMemoryError(
+                f"fused.qubit with mpi=True: the ranks of this node share the state in {SHARED_MEMORY}, which cannot "
+                f"take {nbytes} bytes more ({failed}).",
+                f"enlarge {SHARED_MEMORY} (in a container: docker run --shm-size), or pass share_node=False to the "
+                "device (each rank then holds its share and they exchange).",
+            )
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mapping = mmap.mmap(fd, nbytes, mmap.MAP_SHARED)
+        finally:
+            os.close(fd)
+        self.comm.Barrier()
+        if self.part == 0:
+            os.unlink(path)
+        return np.frombuffer(mapping, dtype=dtype, count=size)
+
+    @contextmanager
+    def team(self) -> Iterator[None]:
+        """The kernels run as this rank's part of the team while inside."""
+        K.set_team(self.part, self.parts, self._sync)
+        try:
+            yield
+        finally:
+            K.set_team(0, 1, self._sync[:0])
+
+    def span(self, count: int) -> tuple[int, int]:
+        """[first, last) of ``count`` items that is this rank's part (the kernels' split)."""
+        per = -(-count // self.parts)
+        return min(count, self.part * per), min(count, (self.part + 1) * per)
