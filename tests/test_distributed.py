@@ -131,6 +131,7 @@ def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, layout: str) -
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, layout, tmp_path):
     cases = [[12, 1, False, "fast", "c128"], [12, 2, True, "qml.qaoa", "c128"], [13, 3, True, "fast", "c128"]]
+    cases.append([17, 2, True, "fast", "c128"])  # tiles of 2^15: a pass's tiles split among the ranks and threads
     if ranks == 2:
         cases.append([12, 2, False, "fast", "c64"])
     _same_as_one_process(ranks, cases, tmp_path, layout)
@@ -200,7 +201,8 @@ def test_a_dev_shm_too_small_for_the_shared_state_is_named_with_its_fix(tmp_path
     ) in refused.stderr
     assert (
         "the node needs 0.0011 GiB (1179648 bytes) more than its memory and /dev/shm have available. Fix: give /dev/shm "
-        "more room (in a container: docker run --shm-size); precision='c64' halves the state's memory"
+        "more room (in a container: docker run --shm-size) or pass share_node=False to the device (each rank then holds "
+        "its share in its own memory); precision='c64' halves the state's memory"
     ) in refused.stderr
 
 

@@ -37,6 +37,7 @@ inline void share_of(u64 t, u64 count, u64 shares, u64& first, u64& last) {
 
 // Ranks of one node that share one state (a team): each runs every state kernel over its part (a contiguous
 // share of the kernel's tiles or chunks), and the kernel ends at the team's barrier, in the shared memory.
+// The team is the process's (its OpenMP threads read it): one device of a process runs as a team at a time.
 struct Team {
     int part = 0, parts = 1;
     std::atomic<std::uint32_t>* sync = nullptr;  // arrivals, then the barrier's generation
@@ -751,7 +752,7 @@ void set_team(int part, int parts, std::uint32_t* sync) {
 
 void team_barrier() {
     if (team.parts <= 1) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // this rank's stores, streamed ones too, seen before it arrives
+    store_fence();  // this rank's stores, streamed ones too, seen before it arrives
     std::atomic<std::uint32_t>&arrived = team.sync[0], &generation = team.sync[1];
     const std::uint32_t now = generation.load(std::memory_order_acquire);
     if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == std::uint32_t(team.parts)) {

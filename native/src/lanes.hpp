@@ -196,8 +196,14 @@ QB_INLINE void stream_store(T* p, const typename Vec<T>::v& v) {
     store(p, v);
 }
 
-// Streaming stores are weakly ordered: a full fence makes them visible ahead of every later access.
-QB_INLINE void store_fence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// Streaming stores are weakly ordered: sfence drains them (a locked instruction need not, on every x86), then a
+// full fence orders them ahead of every later access.
+QB_INLINE void store_fence() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_sfence();
+#endif
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 template <bool STREAM, class T>
 QB_INLINE void store_pair(T* p, const typename Vec<T>::v& lo, const typename Vec<T>::v& hi) {

@@ -366,7 +366,8 @@ class Ranks:
             if itemsize == 16:
                 fixes.insert(0, "precision='c64' halves the state's memory")
             if room < available:  # /dev/shm, not the node's memory, is what is short
-                fixes.insert(0, f"give {node_sharing.SHARED_MEMORY} more room (in a container: docker run --shm-size)")
+                fixes.insert(0, f"give {node_sharing.SHARED_MEMORY} more room (in a container: docker run --shm-size) or "
+                             "pass share_node=False to the device (each rank then holds its share in its own memory)")
             if shared:
                 held_by = f"the ranks of this node share {describe_bytes(need)} in {node_sharing.SHARED_MEMORY}"
                 short_by = f"the node needs {describe_bytes(short)} more than its memory and {node_sharing.SHARED_MEMORY} have"

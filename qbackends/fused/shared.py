@@ -74,14 +74,28 @@ class NodeMemory:
                 f"enlarge {SHARED_MEMORY} (in a container: docker run --shm-size), or pass share_node=False to the "
                 "device (each rank then holds its share and they exchange).",
             )
-        fd = os.open(path, os.O_RDWR)
+        mapping, failed = None, None
         try:
-            mapping = mmap.mmap(fd, nbytes, mmap.MAP_SHARED)
+            fd = os.open(path, os.O_RDWR)
+            try:
+                mapping = mmap.mmap(fd, nbytes, mmap.MAP_SHARED)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            failed = f"rank {self.comm.Get_rank()}: {exc}"
         finally:
-            os.close(fd)
-        self.comm.Barrier()
-        if self.part == 0:
-            os.unlink(path)
+            failures = self.comm.allgather(failed)  # every rank has mapped it, or failed: now it can go
+            if self.part == 0:
+                os.unlink(path)
+        failed = next((f for f in failures if f is not None), None)
+        if failed is not None:
+            if mapping is not None:
+                mapping.close()
+            raise InsufficientMemoryError(
+                f"fused.qubit with mpi=True: a rank of this node could not map the state it shares in {SHARED_MEMORY} "
+                f"({failed}).",
+                "pass share_node=False to the device (each rank then holds its share and they exchange).",
+            )
         return np.frombuffer(mapping, dtype=dtype, count=size)
 
     @contextmanager
