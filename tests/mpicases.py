@@ -41,7 +41,8 @@ def circuit(name: str, dev, n: int = CIRCUIT_WIRES):
     and 1 on 4): ``x-on-a-rank-bit``: an X on wire 0 (rank 0's part is 0 until an exchange);
     ``rotation-on-a-rank-bit``: a trainable RY there; ``rotation-beside-hadamards``: a trainable RY on wire 1, a
     Hadamard on every other wire; ``rotations-on-every-other-wire``: Hadamards on wires 0 and 1 and a trainable RY
-    on every other wire; ``block-first``: a diagonal block before any layer; ``another-cost-layer``: QAOA whose cost
+    on every other wire; ``block-first``: a diagonal block before any layer; ``block-last``: one after the last layer,
+    an unweighted cost measured from its levels (no sweep takes it); ``another-cost-layer``: QAOA whose cost
     layers are of weights not proportional to the measured cost's (a diagonal of their own in each bit layout)."""
     import pennylane as qml
 
@@ -82,6 +83,10 @@ def circuit(name: str, dev, n: int = CIRCUIT_WIRES):
         qml.MultiRZ(params[1], wires=[0, 1, 7])
         for w in range(n):
             qml.RY(params[0], wires=w)
+        if name == "block-last":
+            for w in range(n - 1):
+                qml.IsingZZ(params[2], wires=[w, w + 1])
+            return qml.expval(qml.sum(*(qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1))))
         return qml.expval(cost)
 
     return energy

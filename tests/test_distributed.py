@@ -143,7 +143,7 @@ def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, layout, tmp_pa
 def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, layout, tmp_path):
     """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
     names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotation-beside-hadamards", "rotations-on-every-other-wire"]
-    names += ["block-first", "another-cost-layer"]
+    names += ["block-first", "block-last", "another-cost-layer"]
     _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path, layout)
 
 

@@ -461,6 +461,35 @@ def test_peak_memory_is_two_states_and_the_levels():
     assert peak <= 2.5 * state, f"peak {peak / state:.2f} state vectors > 2.5"
 
 
+@pytest.mark.parametrize("gradient", [False, True])
+def test_a_circuit_ending_in_its_cost_layer_reads_the_levels_not_a_diagonal(gradient):
+    """A circuit whose last operation is a diagonal block is measured by its own pass (no layer's sweep
+    takes it), from the cost's levels (an eighth of a state): no float64 diagonal (half a state) beside ψ (and
+    the kept input for a gradient); its value and gradient are lightning's."""
+    small, graph = qaoa.random_graph(10, 15, 1967), qaoa.random_graph(20, 30, 1967)
+    params = random_params((3, 2))
+
+    def circuit(graph):
+        cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, 2)
+
+        def ends_in_cost_layer(p):
+            ansatz(p[:2])
+            qml.qaoa.cost_layer(p[2, 0], cost)
+            return qml.expval(cost)
+
+        return ends_in_cost_layer
+
+    _assert_same(*_pair(circuit(small), small.nodes), params)  # the kernels loaded
+    tracemalloc.start()
+    qnode = qml.QNode(circuit(graph), get_device(FUSED, wires=graph.nodes), diff_method="adjoint")
+    for _ in range(2):
+        qml.grad(qnode)(params) if gradient else qnode(np.asarray(params))  # a plain array: no gradient taken with it
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    state, states = 16 * 2**graph.nodes, (2 if gradient else 1)
+    assert peak <= (states + 0.5) * state, f"peak {peak / state:.2f} state vectors > {states} + 0.5"
+
+
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize(("transposed", "run_bits", "high_bits"), [(True, 3, range(3, 13)), (False, 6, range(16, 22))])
 def test_states_of_stream_bytes_are_stored_past_the_caches_unchanged(dtype, transposed, run_bits, high_bits):

@@ -315,6 +315,18 @@ void bind_fused(nb::module_& m) {
         })
         return value;
     });
+    m.def("expval_by_level", [](In psi, In levels, In values, Out lam) -> double {
+        double value = 0.0;
+        QB_STATE(psi, {
+            const auto* s = data<cplx<T>>(psi, "psi");
+            auto* l = lam.size() ? data<cplx<T>>(lam, "lam") : nullptr;
+            const auto* lv = data<std::uint16_t>(levels, "levels");
+            const double* v = data<double>(values, "values");
+            nb::gil_scoped_release g;
+            value = expval_by_level<T>(s, psi.size(), lv, v, l);
+        })
+        return value;
+    }, "<ψ|D|ψ> for D[k] = values[levels[k]], and λ = Dψ into lam unless it is empty.");
     m.def("expval", [](In psi, In diagonal) -> double {
         double value = 0.0;
         QB_STATE(psi, {

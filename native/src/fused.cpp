@@ -1153,6 +1153,31 @@ double expval(const cplx<T>* psi, u64 n, const D* diagonal) {
     return sum;
 }
 
+// <ψ|D|ψ>, and λ = D ψ unless lam is null, for D[k] = values[levels[k]]: two bytes an amplitude read, not a diagonal's.
+template <class T>
+double expval_by_level(const cplx<T>* psi, u64 n, const std::uint16_t* levels, const double* values, cplx<T>* lam) {
+    double sum = 0.0;
+    u64 from, to;
+    part_range(n, from, to);
+    if (lam) {
+#pragma omp parallel for num_threads(threads()) schedule(static) reduction(+ : sum) if (parallel(n))
+        for (u64 k = from; k < to; ++k) {
+            const T pr = psi[k].real(), pi = psi[k].imag();
+            const double d = values[levels[k]];
+            sum += d * double(pr * pr + pi * pi);
+            lam[k] = cplx<T>(T(d * pr), T(d * pi));
+        }
+    } else {
+#pragma omp parallel for num_threads(threads()) schedule(static) reduction(+ : sum) if (parallel(n))
+        for (u64 k = from; k < to; ++k) {
+            const T pr = psi[k].real(), pi = psi[k].imag();
+            sum += values[levels[k]] * double(pr * pr + pi * pi);
+        }
+    }
+    team_barrier();
+    return sum;
+}
+
 template <class T>
 bool streams_past_caches(const cplx<T>* psi, u64 n) {
     return streams(psi, n);
@@ -1184,6 +1209,7 @@ void scatter_tile(const T* re, const T* im, cplx<T>* psi, u64 n, u64 base, const
     template double expval_and_lambda<T, float>(const cplx<T>*, u64, const float*, cplx<T>*);                                     \
     template double expval_and_lambda<T, double>(const cplx<T>*, u64, const double*, cplx<T>*);                                   \
     template double expval<T, float>(const cplx<T>*, u64, const float*);                                                          \
+    template double expval_by_level<T>(const cplx<T>*, u64, const std::uint16_t*, const double*, cplx<T>*);                       \
     template double expval<T, double>(const cplx<T>*, u64, const double*);
 
 QB_INSTANTIATE(double)

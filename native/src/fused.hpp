@@ -142,5 +142,6 @@ void layer_adjoint_lambda(const std::complex<T>* phi, std::complex<T>* lam, cons
 template <class T> void cnot(std::complex<T>* psi, u64 n, int control, int target);
 template <class T, class D> double expval_and_lambda(const std::complex<T>* psi, u64 n, const D* diagonal, std::complex<T>* lam);
 template <class T, class D> double expval(const std::complex<T>* psi, u64 n, const D* diagonal);
+template <class T> double expval_by_level(const std::complex<T>* psi, u64 n, const std::uint16_t* levels, const double* values, std::complex<T>* lam);
 
 }  // namespace qb

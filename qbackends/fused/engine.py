@@ -679,7 +679,12 @@ def expectation(
 
 
 def _measure(psi: np.ndarray, measure: Measure, traffic: Traffic) -> None:
-    if measure.lam is not None:
+    if measure.by_level is not None:  # from the levels: no diagonal the size of the state
+        levels, values = measure.by_level
+        lam = measure.lam if measure.lam is not None else psi[:0]
+        measure.value = K.expval_by_level(psi, levels, np.asarray(values, dtype=np.float64), lam)
+        traffic.add(psi.size, states=1 if measure.lam is None else 2, values=LEVEL_BYTES)
+    elif measure.lam is not None:
         measure.value = K.expval_and_lambda(psi, measure.diagonal(), measure.lam)
         traffic.add(psi.size, states=2, diagonals=1)  # ψ and the diagonal read, λ written
     else:

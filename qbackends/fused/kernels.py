@@ -36,6 +36,7 @@ cnot = _native.cnot
 ground_state = _native.ground_state
 expval_and_lambda = _native.expval_and_lambda
 expval = _native.expval
+expval_by_level = _native.expval_by_level
 streams = _native.streams
 scatter = _native.scatter
 copy = _native.copy
