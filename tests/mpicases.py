@@ -139,6 +139,16 @@ def _run(case: list, mpi: bool, energy_first: bool = False, **options):
     return float(value), np.asarray(grad).tolist(), dev
 
 
+def _team_threads(ranks) -> int | None:
+    """The threads a rank's kernels take in its team (None: the ranks exchange, no team)."""
+    from qbackends.fused import kernels
+
+    if ranks.memory is None:
+        return None
+    with ranks.memory.team():
+        return kernels.threads()
+
+
 def main(argv: list[str]) -> int:
     import pennylane  # noqa: F401 - imported before memory is traced: traced, imports take 3x as long
     from mpi4py import MPI
@@ -188,6 +198,7 @@ def main(argv: list[str]) -> int:
             line = {"case": case, "value": value, "grad": grad, "exchanges": exchanges, "peak_bytes": peak}
             line["sized_bytes"], line["tables_kept"], line["most_probable"] = ranks.sized, ranks._cache.tables, most
             line["held_bytes"], line["shm_bytes"] = _held(), room - shared.room()
+            line["team_threads"] = _team_threads(ranks)
             print(json.dumps(line), flush=True)
     return 0
 

@@ -90,10 +90,16 @@ def test_a_checkpoint_resumes_only_on_as_many_ranks(tmp_path):
 # ---- real ranks ---------------------------------------------------------------------------------
 
 
-def _ranks(n: int, cases: list, tmp_path: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _ranks(
+    n: int, cases: list, tmp_path: Path, *extra: str, timeout: float = 300, threads: str | None = None
+) -> subprocess.CompletedProcess:
+    """``threads``: OMP_NUM_THREADS for the ranks ("": unset); None: as this process has it."""
     spec = tmp_path / "cases.json"
     spec.write_text(json.dumps(cases))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    if threads is not None:
+        env.pop("OMP_NUM_THREADS", None)
+        env.update({"OMP_NUM_THREADS": threads} if threads else {})
     return subprocess.run(
         [str(MPIEXEC), "-n", str(n), sys.executable, str(CASES), str(spec), *extra],
         capture_output=True,
@@ -188,6 +194,19 @@ def test_ranks_sharing_a_state_hold_it_once_for_the_node(tmp_path):
         held_before = line["held_bytes"]
         # a page for each device's barrier, the rest exactly the arrays
         assert 0 <= line["shm_bytes"] - line["held_bytes"] <= 4096 * (k + 1), (line["shm_bytes"], line["held_bytes"])
+
+
+@needs_mpi
+def test_ranks_sharing_the_cores_of_a_node_take_a_share_of_them_unless_told(tmp_path):
+    """Ranks no launcher bound to cores of their own (mpiexec's default here) each see every core: unless
+    OMP_NUM_THREADS says otherwise, a rank of a team takes its share of them (all threads on every core would
+    wait on each other at each barrier)."""
+    cores, online = len(os.sched_getaffinity(0)), os.cpu_count()
+    case = [[12, 1, False, "fast", "c128"]]
+    for threads, expected in (("", max(1, cores // 2) if 2 * cores > online else cores), ("3", 3)):
+        run = _ranks(2, case, tmp_path, threads=threads)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["team_threads"] == expected, threads
 
 
 @needs_mpi

@@ -9,6 +9,7 @@
 #include <new>
 #include <sched.h>
 #include <type_traits>
+#include <unistd.h>
 #include <vector>
 
 #include "lanes.hpp"
@@ -736,12 +737,18 @@ inline u64 tile_count(const Tiling& t) { return u64(1) << t.nrest; }
 
 // Not omp_get_max_threads(): that is the calling thread's setting, which torch.set_num_threads(1) (as a QNN's
 // data-parallel workers call it) lowers to 1 for every OpenMP library in the process, kernels included.
+// Unless told, a rank of a team whose ranks may each run on every core of the node (no launcher bound them to
+// cores of their own) takes its share of the cores: all threads on every core would wait on each other.
 int threads() {
     int n = thread_count.load();
     if (n > 0) return n;
     const char* given = std::getenv("OMP_NUM_THREADS");  // its first number, as OpenMP reads it
     n = given ? std::atoi(given) : 0;
-    return n > 0 ? n : omp_get_num_procs();
+    if (n > 0) return n;
+    static const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
+    const int procs = omp_get_num_procs();  // this process's cores (its affinity)
+    if (team.parts > 1 && procs * team.parts > online) return std::max(1, procs / team.parts);
+    return procs;
 }
 
 void set_threads(int n) { thread_count.store(n); }

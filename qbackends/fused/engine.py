@@ -664,7 +664,7 @@ def expectation(
         cache.get(nwires, masks, coefs)
     measure = Measure(partial(cache.get, nwires, masks, coefs), write_state=keep_state and not adjoint, by_level=by_level)
     keep = None
-    if adjoint and keeps_last_input(segments):
+    if adjoint and keeps_for_adjoint(segments, nwires, cache):
         keep = buffer("lambda", 1 << nwires)
         measure.lam, measure.undo = psi, True
     elif adjoint:
@@ -834,8 +834,9 @@ def adjoint_gradient(
     parts have parameters)."""
     traffic = traffic if traffic is not None else Traffic()
     grad = np.zeros(nparams)
-    first_needed = 0 if through else next((i for i, seg in enumerate(segments) if has_parameters(seg)), len(segments))
+    first_needed = 0 if through else _first_with_parameters(segments)
     i = len(segments) - 1
+    done = None  # a pass of layer i the sweep of the fusion after it undid, its moments taken
     while i >= first_needed:  # segments before the first parameter need no undoing
         seg = segments[i]
         undo = through or i != first_needed  # nor does the first one: its moments are the last needed
@@ -853,15 +854,17 @@ def adjoint_gradient(
         elif isinstance(seg, ProductLayer) and undo and from_zero and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
             source = _product_source(segments[:i], nwires, cache)
-            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, refill, source, at_input=at_input)
+            _, took_block = _layer_adjoint_lambda(
+                seg, phi, lam, nwires, traffic, grad, refill, source, skip=done, at_input=at_input
+            )
             if source is not None and i - (2 if took_block else 1) >= first_needed:
                 refill(phi)  # segments before it read φ
-        elif isinstance(seg, ProductLayer) and (fusion := _both_fusion(segments, i, first_needed, nwires, cache)):
-            _fused_layer_adjoint(segments, i, fusion, phi, lam, nwires, traffic, grad, through or i - 2 != first_needed)
-            i -= 3
+        elif isinstance(seg, ProductLayer) and (fusion := _both_fusion(segments, i, first_needed, nwires, cache, done)):
+            done = _fused_layer_adjoint(segments, i, fusion, phi, lam, nwires, traffic, grad, through or i - 2 != first_needed, done)
+            i -= 2 if done is not None else 3
             continue
         elif isinstance(seg, ProductLayer):
-            _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo)
+            _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo, skip=done)
         elif isinstance(seg, DiagonalBlock):
             _diagonal_adjoint(seg, phi, lam, nwires, cache, traffic, grad, undo)
         elif isinstance(seg, Dense):
@@ -874,7 +877,27 @@ def adjoint_gradient(
             K.cnot(lam, seg.control, seg.target)
             traffic.add(phi.size, states=2)
         i -= 2 if took_block else 1
+        done = None
     return grad
+
+
+def _first_with_parameters(segments: list[Segment]) -> int:
+    return next((i for i, seg in enumerate(segments) if has_parameters(seg)), len(segments))
+
+
+def keeps_for_adjoint(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> bool:
+    """Whether the adjoint pass reads the last layer's input kept by the forward pass (``keeps_last_input``):
+    not where one sweep can undo a pass of that layer, the block before it and a pass of the layer before that
+    on φ and λ (``_both_fusion``), the layers take two passes or more (each then takes part in two such sweeps:
+    a chain through the layers) and the layer before is not refilled from a cheap prefix (a deep QAOA). Kept,
+    the block before the last layer would take a pass of its own."""
+    if not keeps_last_input(segments):
+        return False
+    last = len(segments) - 1
+    layer = segments[last]
+    assert isinstance(layer, ProductLayer)
+    chain = _both_fusion(segments, last, _first_with_parameters(segments), nwires, cache)
+    return chain is None or len(_layer_passes(layer, nwires)) < 2 or _cheap_prefix(segments[: last - 2])
 
 
 def _block_at_input(
@@ -1044,11 +1067,12 @@ def _layer_adjoint(
     traffic: Traffic,
     grad: np.ndarray,
     undo: bool,
-    skip: int | None = None,
+    skip: int | tuple[int | None, ...] | None = None,
 ) -> None:
-    """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False); ``skip``: a pass done elsewhere."""
+    """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False); ``skip``: passes done elsewhere."""
+    skipped = skip if isinstance(skip, tuple) else (skip,)
     for k, p in enumerate(_layer_passes(seg, nwires)):
-        if k != skip:
+        if k not in skipped:
             _pass_adjoint(p, phi, lam, traffic, grad, undo)
 
 
@@ -1095,13 +1119,21 @@ def _pass_adjoint(
     return sums if after is not None else None
 
 
-def _both_fusion(segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None) -> Fusion | None:
+def _both_fusion(
+    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None, done: int | None = None
+) -> Fusion | None:
     """The fusion of layer i - 2, the block and layer i for an adjoint pass that undoes all three on φ and λ,
-    when the block's moments follow from a sweep's sums (or it has no parameter)."""
+    when the block's moments follow from a sweep's sums (or it has no parameter); ``done``: a pass of layer i
+    already undone (by the fusion after it), which this one cannot take."""
     if i - 2 < first_needed:
         return None
-    fusion = _fusion(segments, i - 2, nwires, cache, -1.0)
-    return fusion if fusion is not None and fusion.block.param is not None else None
+    layer = segments[i]
+    if not isinstance(layer, ProductLayer):
+        return None
+    for b in range(len(_layer_passes(layer, nwires))):
+        if b != done and (fusion := _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=b)) is not None:
+            return fusion if fusion.block.param is not None else None
+    return None
 
 
 def _fused_layer_adjoint(
@@ -1114,18 +1146,21 @@ def _fused_layer_adjoint(
     traffic: Traffic,
     grad: np.ndarray,
     undo_low: bool,
-) -> None:
+    done: int | None = None,
+) -> int | None:
     """The adjoint pass over layer i, the block before it and layer i - 2, on φ and λ: layer i's passes but the
-    shared-tiling one, then one sweep that undoes that pass, the block and layer i - 2's pass of the tiling, then
-    layer i - 2's other passes (a layer's gates commute: its passes' moments hold wherever the others stand)."""
+    shared-tiling one (and ``done``, undone already), then one sweep that undoes that pass, the block and layer
+    i - 2's pass of the tiling (a layer's gates commute: its passes' moments hold wherever the others stand).
+    Returns that pass when layer i - 2 has others, left to the next segment's step (the next such sweep, in a
+    chain through the layers), else None."""
     high, block, low = segments[i], segments[i - 1], segments[i - 2]
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
-    _layer_adjoint(high, phi, lam, nwires, traffic, grad, True, skip=fusion.b)
+    _layer_adjoint(high, phi, lam, nwires, traffic, grad, True, skip=(fusion.b, done))
     others = len(_layer_passes(low, nwires)) > 1
     sums = _pass_adjoint(fusion.low, phi, lam, traffic, grad, undo_low or others, after=(fusion.block, fusion.high))
     assert sums is not None
     _add_block_moments(grad, block, fusion.block, sums)
-    _layer_adjoint(low, phi, lam, nwires, traffic, grad, undo_low, skip=fusion.a)
+    return fusion.a if others else None
 
 
 def _layer_adjoint_lambda(
@@ -1146,7 +1181,7 @@ def _layer_adjoint_lambda(
     the first pass has taken its moments. ``source``: the layer's input is that product state, which
     the kernels compute where they need it (refill is not called; φ at the input is not read).
     Moments are taken where φ and λ are at the same place: the first pass's at the output, the last
-    pass's at the input, any others' in an extra read.
+    pass's at the input, any others' in an extra read; a lone pass's at the input when ``source`` computes it.
 
     ``first``: a pass undone first whose moments are left to the caller (returned, per thread);
     ``skip``: a pass already undone, its moments taken; ``at_input``: (block, SweepBlock) of a
@@ -1185,8 +1220,9 @@ def _layer_adjoint_lambda(
     others = [k for k in reversed(range(len(passes))) if k not in (first, skip)]  # undoing runs the passes backwards
     order = ([first] if first is not None else []) + others
     calls = []  # (pass, before, undo, after)
+    at_output = refill is not None and not (source is not None and len(order) == 1)  # one pass: at the computed input
     for position, k in enumerate(order):
-        before = refill is not None and position == 0
+        before = at_output and position == 0
         calls.append((k, before, True, position == len(order) - 1 and not before and k != first))
     taken = {k for k, before, _, after in calls if before or after} | {k for k in (first, skip) if k is not None}
     calls += [(k, False, False, True) for k in range(len(passes)) if k not in taken]
