@@ -60,6 +60,7 @@ def qaoa_step(device, wires: int, layers: int, formulation: str):
 
 def one_case(comm, wires: int, precision: str, spec: dict) -> dict:
     from qbackends import get_device
+    from qbackends.fused import kernels
     from qbackends.fused.distributed import ranks_of
 
     layers, formulation = spec["layers"], spec["formulation"]
@@ -84,7 +85,12 @@ def one_case(comm, wires: int, precision: str, spec: dict) -> dict:
 
         exchanges = timed(comm, exchange, spec["exchanges"])
 
+    threads = kernels.threads()
+    if ranks.memory is not None:
+        with ranks.memory.team():  # a team may take a share of the cores
+            threads = kernels.threads()
     out = {
+        "threads_per_rank": threads,
         "wires": wires,
         "precision": precision,
         "ranks": comm.Get_size(),
@@ -115,15 +121,12 @@ def device_share(wires: int, ranks: int) -> int:
 def main(argv: list[str]) -> int:
     from mpi4py import MPI
 
-    from qbackends.fused import kernels
     from qbackends.fused.distributed import world
 
     spec = json.loads(open(argv[0]).read())
     comm = world()  # as the device starts MPI: an uncaught error on one rank ends the job
-    threads = kernels.threads()
     for wires, precision in spec["cases"]:
         line = one_case(comm, wires, precision, spec)
-        line["threads_per_rank"] = threads
         line["mpi_library"] = MPI.Get_library_version().splitlines()[0].strip()
         if comm.Get_rank() == 0:
             print(json.dumps(line), flush=True)
