@@ -346,6 +346,28 @@ def test_a_deep_qaoas_adjoint_undoes_each_layer_in_one_sweep(monkeypatch, weight
     assert np.max(np.diff(passes)) <= (3.6 if weighted else 3.2), passes
 
 
+def test_a_pass_the_forward_undid_is_not_skipped_in_another_layer(monkeypatch):
+    """Two rotation layers, a cost layer and a mixer of two passes: the forward's last sweep undoes one of the
+    mixer's passes on λ, and the adjoint's first fused sweep refills φ from the first layer; the pass it undid
+    belongs to the mixer alone (the first layer's gradient was zeros where the second layer's step skipped it)."""
+    monkeypatch.setattr(kernels, "TILE_BITS", 7)
+    monkeypatch.setattr(kernels, "MAX_TILE_BITS", 9)
+    monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
+    n = 12
+    cost = qml.Hamiltonian([1.0] * (n - 1), [qml.Z(w) @ qml.Z(w + 1) for w in range(n - 1)])
+
+    def circuit(p):
+        for w in range(n):
+            qml.RY(p[w], wires=w)
+        for w in range(n):
+            qml.RX(p[n + w], wires=w)
+        qml.qaoa.cost_layer(p[2 * n], cost)
+        qml.qaoa.mixer_layer(p[2 * n + 1], qml.qaoa.x_mixer(range(n)))
+        return qml.expval(cost)
+
+    _assert_same(*_pair(circuit, n), random_params(2 * n + 2, seed=1))
+
+
 @pytest.mark.parametrize("layers", [1, 2, 3])
 @pytest.mark.parametrize("first", ["Hadamard", "RY"])
 def test_fused_sweeps_read_the_first_layers_state_where_needed(monkeypatch, layers, first):

@@ -843,14 +843,14 @@ def adjoint_gradient(
         at_input = None if through else _block_at_input(segments, i, first_needed, nwires, cache)
         took_block = False
         if isinstance(seg, ProductLayer) and kept and i == len(segments) - 1:
-            done = None
+            last_done = None  # the pass the forward's last sweep undid on λ
             if undone is not None:
-                done, moments = undone
-                _add_moments(grad, _layer_passes(seg, nwires)[done], moments)
-            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, done)):
-                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, done)
-                continue
-            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=done, at_input=at_input)
+                last_done, moments = undone
+                _add_moments(grad, _layer_passes(seg, nwires)[last_done], moments)
+            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, last_done)):
+                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, last_done)
+                continue  # (done stays None: _fused_adjoint undoes every pass it takes)
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=last_done, at_input=at_input)
         elif isinstance(seg, ProductLayer) and undo and from_zero and _cheap_prefix(segments[:i]):
             refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
             source = _product_source(segments[:i], nwires, cache)
