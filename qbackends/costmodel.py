@@ -12,6 +12,7 @@ result on the 2-core reference machine.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -27,7 +28,7 @@ import pennylane as qml
 from .context import Context, get_context
 from .costs import Costs
 from .device import get_device
-from .errors import CalibrationError
+from .errors import CalibrationError, QBackendsError, report
 from .registry import Registry
 from .screening import auto_candidates
 
@@ -184,13 +185,22 @@ def measure_all(backends: list[Any], repeats: int = 5, on_result: Callable[[Any,
     return costs
 
 
-def main() -> None:
-    """``python -m qbackends.costmodel``: the model of every CPU backend ``auto`` may take here, as JSON (the
-    shipped ``data/auto-model.json``)."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m qbackends.costmodel [--repeats N]``: the model of every CPU backend ``auto`` may take here, as
+    JSON (the shipped ``data/auto-model.json``); a typed error ends it in one line."""
+    parser = argparse.ArgumentParser(prog="python -m qbackends.costmodel", description="Measure the cost model of every CPU backend auto may take here; print it as JSON.")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per circuit class (the median is kept)")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats} times nothing; pass --repeats 1 or more")
+
     def show(backend: Any, costs: Costs) -> None:
         print(backend.key, costs, file=sys.stderr, flush=True)
 
-    costs = measure_all(cpu_backends(get_context().registry), on_result=show)
+    try:
+        costs = measure_all(cpu_backends(get_context().registry), args.repeats, on_result=show)
+    except QBackendsError as exc:
+        return report(exc)
     model = {
         key: {k: v if isinstance(v, bool) else float(f"{v:.4g}") for k, v in asdict(c).items() if v is not None}
         for key, c in costs.items()
@@ -199,7 +209,8 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores: python -m qbackends.costmodel (default.qubit at 8 and 14 wires)"
     )
     print(json.dumps({"schema": 1, "measured": measured, "backends": model}, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -241,3 +241,15 @@ def test_a_gate_fit_the_timings_contradict_is_refused_not_saved():
         costmodel.measure("local:pennylane/lightning.qubit", repeats=6, small=20, large=4)
     assert "a gate on 2^4 amplitudes timed no slower than one on 2^20 in 3 tries" in refused.value.message
     assert refused.value.fix == "calibrate again on a quieter machine, or with more --repeats."
+
+
+def test_the_cost_model_tool_refuses_repeats_it_cannot_time_in_one_line(capsys):
+    """``python -m qbackends.costmodel`` takes the ``--repeats`` its calibration error names, and refuses none."""
+    from qbackends import costmodel
+
+    with pytest.raises(SystemExit) as ended:
+        costmodel.main(["--repeats", "0"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m qbackends.costmodel: error: --repeats 0 times nothing; pass --repeats 1 or more"
+    )
