@@ -5,6 +5,7 @@ test_batched.py, test_differential.py) against lightning and default.qubit."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,21 @@ from qbackends.fused import kernels
 def test_the_build_says_what_it_was_compiled_for():
     assert qbackends_native.ARCH  # QBACKENDS_ARCH at build time: native unless a baseline was stated
     assert qbackends_native.VECTOR_ISA in ("avx512f", "avx2", "avx", "sse2", "generic")
+
+
+def test_a_native_build_records_the_cpu_it_was_built_on():
+    """A native build's objects carry the CPU ``-march=native`` meant when they were compiled (so a build folder
+    kept from another CPU recompiles): here, the CPU this machine's compiler names now."""
+    if qbackends_native.ARCH != "native":
+        pytest.skip(f"built for the stated baseline {qbackends_native.ARCH}")
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler here to ask what -march=native means")
+    said = subprocess.run([compiler, "-march=native", "-###", "-E", "-"], input="", capture_output=True, text=True).stderr
+    named = re.search(r'"(?:-march=|-target-cpu" ")([A-Za-z0-9_.-]+)', said)
+    assert named is not None, said
+    label, cpu, key = qbackends_native.BUILD_CPU.split()
+    assert (label, cpu, len(key)) == ("native:", named.group(1), 12)
 
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed")

@@ -24,4 +24,5 @@ NB_MODULE(_kernels, m) {
     m.attr("VECTOR_ISA") = "generic";
 #endif
     m.attr("ARCH") = QBACKENDS_ARCH;
+    m.attr("BUILD_CPU") = QBACKENDS_BUILD_CPU;
 }
