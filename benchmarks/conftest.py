@@ -15,8 +15,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("KOKKOS_DISABLE_WARNINGS", "1")
 
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 
 import pytest
 
@@ -63,6 +66,18 @@ def record(benchmark):
             _EXTRA[group][name] = extra
 
     return _record
+
+
+@contextmanager
+def busy_process(on: bool = True):
+    """One process spinning on a core for as long as the block runs (users' machines are never idle)."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
+    try:
+        yield
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
 
 
 def interleaved_medians(

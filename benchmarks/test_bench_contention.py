@@ -11,24 +11,11 @@ import json
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import pytest
-from conftest import record_seconds
+from conftest import busy_process, record_seconds
 
 RUN = [sys.executable, "-m", "qbackends.cli", "run", "qnn", "--nwires", "4", "--epochs", "4", "--quiet"]
-
-
-@contextmanager
-def _busy(on: bool):
-    """One process spinning on a core for as long as the block runs."""
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
-    try:
-        yield
-    finally:
-        if spinner is not None:
-            spinner.kill()
-            spinner.wait()
 
 
 @pytest.mark.parametrize("busy", [False, True], ids=["quiet", "one-busy-process"])
@@ -41,7 +28,7 @@ def test_qnn_training_beside_a_busy_process(benchmark, tmp_path, busy, policy):
         assert "held-out accuracy" in out.stdout
         return json.loads((tmp_path / "qnn-results.json").read_text())["samples_per_second"]
 
-    with _busy(busy):
+    with busy_process(busy):
         rates = [train() for _ in range(2)]
         benchmark.pedantic(lambda: rates.append(train()), rounds=1, iterations=1)
     rate = sorted(rates)[len(rates) // 2]

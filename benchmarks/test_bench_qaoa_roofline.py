@@ -21,7 +21,7 @@ import networkx as nx
 import numpy as np
 import pennylane as qml
 import pytest
-from conftest import interleaved_medians, record_note, record_seconds, skip_reason
+from conftest import busy_process, interleaved_medians, record_note, record_seconds, skip_reason
 
 from qbackends import get_device
 from qbackends.fused.kernels import copy as _copy
@@ -177,6 +177,46 @@ def test_qaoa_roofline(benchmark, nodes, weighted, precisions):
                 record_seconds(f"qaoa roofline: {label}, {kind}", backend, other, f"fused.qubit x{other / fused:.1f} faster")
     for precision in precisions:  # two states, a weighted cost's diagonal (half a state), level tables, tiles
         assert peaks[precision] <= 2.75, (precision, peaks[precision])
+
+
+DEEP_LAYERS = (2, 4, 6)
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["quiet", "beside-one-busy-process"])
+def test_deep_qaoa_gradient_per_layer(benchmark, busy):
+    """The value + gradient of the ``qml.qaoa`` circuit at p = 2, 4, 6 (22 nodes, c128 and c64), quiet and beside one
+    process that keeps a core busy. Past two layers the adjoint pass chains its fused sweeps (each undoes a mixer's
+    pass, the cost layer and a pass of the mixer before): reported, the state passes (the tracker's bytes) and those
+    each layer past the previous depth adds, the time per layer, and each step against p = 2's."""
+    nodes, steps, passes, grads = 22, {}, {}, {}
+    for precision in ("c128", "c64"):
+        device = get_device(FUSED, wires=nodes, precision=precision)
+        for layers in DEEP_LAYERS:
+            gradient, _ = user_circuit(device, nodes, False, layers)
+            name = f"{_name(precision)}: p={layers}"
+            with qml.Tracker(device) as tracker:
+                grads[name] = np.asarray(gradient())
+            passes[name] = tracker.totals["bytes_moved"] / (2 * AMPLITUDE_BYTES[precision] * 2**nodes)
+            steps[name] = gradient
+    for layers in DEEP_LAYERS:  # c64 against c128: the same gradient, to c64's accuracy
+        np.testing.assert_allclose(grads[f"{_name('c64')}: p={layers}"], grads[f"{FUSED}: p={layers}"], atol=1e-4 * nodes)
+    benchmark.group = f"QAOA value + gradient by depth, 22 nodes, {'beside one busy process' if busy else 'quiet'}"
+    with busy_process(busy):
+        medians = interleaved_medians(benchmark, steps, rounds=5, consecutive=3)
+    benchmark.extra_info.update(medians=medians, state_passes=passes)
+    for name, seconds in medians.items():
+        backend, layers = name.rsplit("p=", 1)[0], int(name.rsplit("p=", 1)[1])
+        shallower = [p for p in DEEP_LAYERS if p < layers]
+        added = ""
+        if shallower:
+            added = f", {(passes[name] - passes[backend + f'p={shallower[-1]}']) / (layers - shallower[-1]):.2f} a layer past p={shallower[-1]}"
+        record_seconds(
+            f"qaoa by depth: 22 nodes, value+gradient, {'one busy process beside' if busy else 'quiet'}",
+            name,
+            seconds,
+            f"{passes[name]:.1f} state passes{added}; {seconds / layers * 1e3:.1f} ms a layer; "
+            f"x{seconds / medians[backend + f'p={DEEP_LAYERS[0]}']:.2f} of p={DEEP_LAYERS[0]}'s time",
+        )
 
 
 QOKIT_P6_28_SECONDS = 11.5  # QOKit's benchmark notebook: a p=6 objective at 28 qubits, 48-core Xeon, c128
