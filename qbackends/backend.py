@@ -24,6 +24,9 @@ class Backend:
         state_copies: peak number of state vectors held during an adjoint gradient, measured;
             the memory guard multiplies the state size by it. None: no state-vector guard
             (e.g. tensor-network simulators).
+        table_bytes: bytes an amplitude one process holds besides its state copies (tables of the observable):
+            the least any circuit needs, where the device sizes the circuits that need more itself when it runs
+            them (and takes ``ignore_memory``).
         rank_state_copies: the same for one rank of an ``mpi=True`` run, in states of the rank's share; None:
             ``state_copies``.
         rank_table_bytes: bytes a rank of an ``mpi=True`` run holds an amplitude of its share besides its state copies,
@@ -69,6 +72,7 @@ class Backend:
     distribution: str
     hardware: Hardware = "cpu"
     state_copies: float | None = 4.0
+    table_bytes: int = 0
     rank_state_copies: float | None = None
     rank_table_bytes: int = 0
     rank_buffer_bytes: int = 0

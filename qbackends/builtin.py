@@ -91,7 +91,11 @@ BACKENDS = (
         distribution="qbackends-native",
         install=NATIVE_INSTALL,
         hardware="cpu",
-        state_copies=2.75,  # ψ, λ and a weighted cost's diagonal (half a state): 2.6 measured at 22 wires, c128 and c64
+        # ψ and λ, and a cost's 2-byte levels (2.13 states measured at 22 wires c128, 2.27 c64); a weighted cost's
+        # diagonal, a second measurement's φ or a matrix observable take more: the device sizes such a circuit when it
+        # runs it (FusedQubit.size_circuit)
+        state_copies=2.0,
+        table_bytes=2,
         # a rank: ψ and λ, and a cost's 2-byte levels in each of the two bit layouts the exchanges alternate between
         # (a weighted cost's real diagonals take more: the device sizes that circuit when it runs it)
         rank_state_copies=2.0,

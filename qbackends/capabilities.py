@@ -97,7 +97,8 @@ def working_set_bytes(
     mpi: int = 0,
     shared: bool = False,
 ) -> int:
-    """Peak bytes a value+gradient run needs on this backend. ``mpi``: the ranks of an MPI job on this node (True: one),
+    """Peak bytes a value+gradient run needs on this backend: its ``state_copies`` and ``table_bytes`` an amplitude.
+    ``mpi``: the ranks of an MPI job on this node (True: one),
     ``wires`` their shares' worth, each rank at ``rank_state_copies`` of its share, its ``rank_table_bytes`` an
     amplitude and its ``rank_buffer_bytes``; ``shared``: the ranks hold one state between them, at the backend's
     ``shared_table_bytes`` (where it has them)."""
@@ -109,6 +110,8 @@ def working_set_bytes(
         need += backend.rank_table_bytes << wires
         share = state_bytes(wires, precision) // int(mpi)
         need += int(mpi) * min(backend.rank_buffer_bytes, share // 2)
+    else:
+        need += backend.table_bytes << wires
     if backend.dense_adjoint_observables and diff_method == "adjoint":
         need += 16 << (2 * wires)  # dense complex128 Hamiltonian matrix
     return need

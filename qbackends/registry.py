@@ -246,6 +246,7 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "hardware": (lambda v: v in get_args(Hardware), f"one of {', '.join(get_args(Hardware))}"),
     "state_copies": (lambda v: v is None or (_number(v) and v > 0), "None or a positive, finite number"),
     "rank_state_copies": (lambda v: v is None or (_number(v) and v > 0), "None or a positive, finite number"),
+    "table_bytes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),
     "rank_table_bytes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),
     "rank_buffer_bytes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of 0 or more"),
     "shared_table_bytes": (

@@ -446,10 +446,13 @@ def _memory(device_string: str, backend: Any, wires: int, diff_method: str) -> s
     if backend.state_copies is None:
         return None
     measured = measure_state_copies(device_string, wires, diff_method)
-    if measured > backend.state_copies * 1.1:
+    declared = backend.state_copies + backend.table_bytes / 16  # in complex128 states, as measured
+    if measured > declared * 1.1:
+        tables = f" and table_bytes={backend.table_bytes}" if backend.table_bytes else ""
         raise _Failed(
             f"an {diff_method} gradient at {wires} wires peaked at {measured:.1f} state vectors; the backend declares "
-            f"state_copies={backend.state_copies}, so the memory guard lets too large a request through. "
-            f"Fix: declare state_copies={np.ceil(measured * 10) / 10:g}."
+            f"state_copies={backend.state_copies}{tables}, so the memory guard lets too large a request through. "
+            f"Fix: declare state_copies={np.ceil((measured - backend.table_bytes / 16) * 10) / 10:g}."
         )
-    return f"peak {measured:.1f} state vectors, declared {backend.state_copies}"
+    tables = f" and {backend.table_bytes} bytes an amplitude of tables" if backend.table_bytes else ""
+    return f"peak {measured:.1f} state vectors, declared {backend.state_copies}{tables}"

@@ -64,7 +64,10 @@ def test_the_memory_advice_is_true_for_the_backend_at_hand():
     assert "during an adjoint gradient" in str(err.value) and "precision='c64' halves the memory" in err.value.fix
     with pytest.raises(InsufficientMemoryError) as err:  # asked at c64: sized at 8 bytes an amplitude, no c64 advice
         get_device("local:qbackends/fused.qubit", wires=40, precision="c64")
-    assert f"({8 * 2**40} bytes) during an adjoint gradient" in str(err.value) and "precision='c64'" not in err.value.fix
+    assert f"(2 state copies of 8.19e+03 GiB ({8 * 2**40} bytes), 2 bytes an amplitude of tables during an adjoint gradient)" in str(
+        err.value
+    )
+    assert "precision='c64'" not in err.value.fix
     with pytest.raises(InsufficientMemoryError) as err:  # batched.qubit has c64 too
         get_device("local:qbackends/batched.qubit", wires=40)
     assert "precision='c64' halves the memory" in err.value.fix
@@ -273,15 +276,15 @@ def test_results_honour_the_umask(tmp_path):
 
 
 def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
-    """fused.qubit: one process at its state_copies, a rank of mpi=True at its rank_state_copies and rank_table_bytes
-    (ψ and λ, and a cost's 2-byte levels in each of the two bit layouts the exchanges alternate between: the least
-    a circuit needs; the device sizes a weighted cost's diagonals when it runs one)."""
+    """fused.qubit: one process at its state_copies and table_bytes (ψ and λ, and a cost's 2-byte levels), a rank of
+    mpi=True at its rank_state_copies and rank_table_bytes (the levels in each of the two bit layouts the exchanges
+    alternate between): the least a circuit needs; the device sizes a weighted cost's diagonals when it runs one."""
     from qbackends import capabilities
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
-    assert (fused.copies(), fused.copies(mpi=True), fused.rank_table_bytes) == (2.75, 2.0, 4)
-    room = 170 << 20  # 22 wires: one process 2.75 states (176 MiB), a rank 2 states, 16 MiB of tables, a 16 MiB piece
-    assert capabilities.max_wires(fused, room) == 21 and capabilities.max_wires(fused, room, mpi=True) == 22
+    assert (fused.copies(), fused.table_bytes, fused.copies(mpi=True), fused.rank_table_bytes) == (2.0, 2, 2.0, 4)
+    room = 155 << 20  # 22 wires: one process 2 states and 8 MiB of levels (136 MiB), a rank 16 MiB of tables and a 16 MiB piece more
+    assert capabilities.max_wires(fused, room) == 22 and capabilities.max_wires(fused, room, mpi=True) == 21
     lightning = get_context().registry.backends["pennylane/lightning.qubit"]  # declares no rank figure
     assert lightning.copies(mpi=True) == lightning.copies() == 9.0
     from qbackends.launchers import Launch
@@ -312,7 +315,8 @@ def test_a_node_of_ranks_is_sized_with_each_ranks_buffer():
     assert capabilities.working_set_bytes(fused, 22, mpi=2) == 2 * 2 * share + (4 << 22) + 2 * (16 << 20)
     assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (4 << 20) + 2 * (4 << 20)  # half of an 8 MiB share
     assert capabilities.working_set_bytes(fused, 30, mpi=2) == 2 * 16 * 2**30 + (4 << 30) + 2 * (16 << 20)
-    assert capabilities.working_set_bytes(fused, 30) == int(2.75 * 16 * 2**30)  # one process: no exchange
+    assert capabilities.working_set_bytes(fused, 30) == 2 * 16 * 2**30 + (2 << 30)  # one process: no exchange
+    assert capabilities.working_set_bytes(fused, 30, "c64") == 2 * 8 * 2**30 + (2 << 30)  # 18 GiB: fits 24 GiB machines
     # ranks sharing one state: ψ and λ once for the node, the levels of one layout, no pieces
     assert capabilities.working_set_bytes(fused, 22, mpi=2, shared=True) == 2 * (16 << 22) + (2 << 22)
     assert capabilities.working_set_bytes(fused, 22, "c64", mpi=2, shared=True) == 2 * (8 << 22) + (2 << 22)

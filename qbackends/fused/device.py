@@ -14,13 +14,15 @@ import pennylane as qml
 from pennylane.devices import ExecutionConfig
 from pennylane.measurements import CountsMP, ExpectationMP, ProbabilityMP, SampleMP, StateMP, VarianceMP
 
-from ..errors import UnsupportedCircuitError
+from .. import probe
+from ..capabilities import describe_bytes
+from ..errors import InsufficientMemoryError, UnsupportedCircuitError
 from ..simbase.device import SimulatorDevice, state_dtype
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
 from ..simbase.measured import sampled_pauli_terms, variances_as_expectations
 from ..simbase.measurements import by_pennylane, probabilities
 from . import engine
-from .program import SUPPORTED, Dense, applied_by_matrix, compile_operations, evolution_terms, z_terms
+from .program import SUPPORTED, Dense, DiagonalBlock, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
 
 def _diagonal_already(m: Any) -> bool:
@@ -117,6 +119,7 @@ def _z_rotations(op: Any) -> list[Any] | None:
 
 
 LARGE_BUFFER_BYTES = 512 << 20
+SIZED_BYTES = 64 << 20  # a circuit that may allocate this much is sized before it runs (FusedQubit.size_circuit)
 
 
 class FusedQubit(SimulatorDevice):
@@ -129,8 +132,8 @@ class FusedQubit(SimulatorDevice):
         c_dtype: ``numpy.complex128`` (default) or ``numpy.complex64``: half the memory and the bytes
             per pass; sums (expectations, gradients) are taken in float64 either way.
         mpi: split the state over the ranks of an MPI job (``mpiexec -n R``, R a power of two; see ``distributed``).
-        ignore_memory: with ``mpi``, run a circuit even when its ranks need more memory than their node has
-            available (``get_device(..., ignore_memory=True)`` passes it on).
+        ignore_memory: run a circuit even when it needs more memory than this machine (with ``mpi``, the ranks'
+            node) has available (``get_device(..., ignore_memory=True)`` passes it on).
         share_node: with ``mpi`` and every rank on one node, the ranks share one state in shared memory and
             together make one process's passes over it (the default); False: each holds a share and they
             exchange, as ranks on several nodes do.
@@ -156,6 +159,7 @@ class FusedQubit(SimulatorDevice):
             from .distributed import Ranks
 
             self._mpi = Ranks(self.wires, self._dtype, ignore_memory=ignore_memory, share_node=share_node)
+        self._ignore_memory = ignore_memory
         self._rng = np.random.default_rng(seed)
         self._precision = "c64" if self._dtype == np.complex64 else "c128"
         self._diagonals = engine.DiagonalCache(real=np.float32 if self._dtype == np.complex64 else np.float64)
@@ -172,6 +176,42 @@ class FusedQubit(SimulatorDevice):
         if buf is None or buf.size != size:
             buf = self._scratch[name] = engine.state_buffer(size, self._dtype)
         return buf
+
+    def _sizes(self, n: int) -> bool:
+        """Whether a circuit on ``n`` wires is sized before it runs: one whose states, scratch and tables (at most
+        about eight states' worth) may come to SIZED_BYTES, unless ``ignore_memory``."""
+        return not self._ignore_memory and (self._dtype.itemsize << n) * 8 >= SIZED_BYTES
+
+    def size_circuit(self, n: int, states: list[str], scratch: int, tables: engine.CostTables) -> None:
+        """Refuse a circuit on ``n`` wires before it allocates anything, when what it adds to what the device holds does
+        not fit in the memory this machine has available: the ``states`` (buffers by name) it holds, ``scratch`` bytes
+        it makes and drops (results, an observable applied), the ``tables`` of its cost the cache lacks. ``get_device``
+        sized the device for the least a circuit needs (ψ, λ and a cost's levels); a circuit that needs more is sized
+        here.
+
+        Raises:
+            InsufficientMemoryError: naming what the circuit holds, and the fixes.
+        """
+        state = self._dtype.itemsize << n
+        new = [name for name in states if (buf := self._scratch.get(name)) is None or buf.size != 1 << n]
+        more = state * len(new) + scratch + self._diagonals.missing_bytes(n, tables)
+        available = probe.host_memory_available()
+        if more <= available:
+            return
+        what = _count(len(states), "state") + f" of {describe_bytes(state)}"
+        if tables.levels or tables.diagonals:
+            kinds = [_count(len(tables.levels), "table") + " of levels"] if tables.levels else []
+            kinds += [_count(len(tables.diagonals), "diagonal") + " of weighted terms"] if tables.diagonals else []
+            what += f", its cost's {' and '.join(kinds)}"
+        if scratch:
+            what += f", {describe_bytes(scratch)} of results and scratch"
+        fixes = ["precision='c64' halves the state's memory"] if self._dtype == np.complex128 else []
+        fixes += ["use fewer wires", "or pass ignore_memory=True (to get_device or the device) if you know better"]
+        raise InsufficientMemoryError(
+            f"fused.qubit cannot run this circuit of {n} wires: it holds {what}, {describe_bytes(more)} more than this "
+            f"device holds now, and this machine has {describe_bytes(available)} available.",
+            "; ".join(fixes) + ".",
+        )
 
     # ---- preprocessing ----------------------------------------------------------------------
 
@@ -241,14 +281,19 @@ class FusedQubit(SimulatorDevice):
         if gradient:
             _refuse_untracked_gradients(tape, segments, nparams)
         adjoint = gradient and bool(tape.trainable_params)  # nothing trainable: empty Jacobians, no adjoint pass
+        blocks = [seg for seg in segments if isinstance(seg, DiagonalBlock)]
         if not tape.shots and _one_diagonal_expectation(tape):  # a QAOA energy: see engine.expectation
             terms = z_terms(tape.measurements[0].obs)
             assert terms is not None
             masks, coefs = _masks_and_coefficients(terms, index, n)
+            if self._sizes(n):
+                self.size_circuit(n, ["psi", "lambda"] if adjoint else ["psi"], 0, engine.cost_tables(blocks, masks, coefs))
             value, grad, _ = engine.expectation(segments, nparams, n, masks, coefs, self._diagonals, self._buffer, traffic, adjoint)
             if not gradient:
                 return np.array(value), None
             return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)] if grad is not None else []]))
+        if self._sizes(n):
+            self._size_measurements(tape, blocks, index, n, adjoint)
         psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic)
         if tape.shots:
             return self._sample(tape, psi, index, n), None
@@ -302,6 +347,24 @@ class FusedQubit(SimulatorDevice):
             return result, None
         return result, _format_jacobian(np.array(jac_rows))
 
+    def _size_measurements(self, tape: Any, blocks: list[DiagonalBlock], index: dict, n: int, adjoint: bool) -> None:
+        """``size_circuit`` for a circuit measured otherwise than by one diagonal expectation: ψ; with the adjoint
+        method λ, and φ beside it for more than one measurement; a diagonal per Z-basis observable; a state returned,
+        a matrix observable applied to ψ, probabilities."""
+        diagonal = [terms for m in tape.measurements if m.obs is not None and (terms := z_terms(m.obs)) is not None]
+        states = ["psi"] + (["lambda"] if adjoint and diagonal else []) + (["phi"] if adjoint and len(tape.measurements) > 1 else [])
+        scratch = 0
+        for m in tape.measurements:
+            if type(m) is StateMP or (m.obs is not None and z_terms(m.obs) is None):
+                scratch += self._dtype.itemsize << n
+            elif type(m) is ProbabilityMP:
+                scratch += 8 << len(m.wires or index)
+        tables = engine.cost_tables(blocks, np.zeros(0, dtype=np.int64), np.zeros(0))
+        for terms in diagonal:  # the observable's diagonal, as _diagonal asks the cache for it
+            masks, coefs = _masks_and_coefficients(terms, index, n)
+            tables = tables._replace(diagonals=tables.diagonals | {(masks.tobytes(), coefs.tobytes())})
+        self.size_circuit(n, states, scratch, tables)
+
     def _sample(self, tape: Any, psi: np.ndarray, index: dict, n: int) -> Any:
         """Finite shots: PennyLane's own sampler on the final state (wires mapped to state axes)."""
         from pennylane.devices.qubit.sampling import measure_with_samples
@@ -315,6 +378,10 @@ class FusedQubit(SimulatorDevice):
 
     def _diagonal(self, terms: list[tuple[list[Any], float]], index: dict, n: int) -> np.ndarray:
         return self._diagonals.get(n, *_masks_and_coefficients(terms, index, n))
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' if n != 1 else ''}"
 
 
 def _masks_and_coefficients(terms: list[tuple[list[Any], float]], index: dict, n: int) -> tuple[np.ndarray, np.ndarray]:

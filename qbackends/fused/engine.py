@@ -164,7 +164,7 @@ class DiagonalCache:
         return self._remember(key, out)
 
     def proportional(
-        self, nwires: int, masks: np.ndarray, weights: np.ndarray, create: bool = True
+        self, nwires: int, masks: np.ndarray, weights: np.ndarray, create: bool = True, rtol: float = 1e-12
     ) -> tuple[np.ndarray, float, float] | None:
         """(D, factor, c0) with Σ weights·z(k & mask) = factor·(D[k] - c0) over non-zero masks: a kept
         diagonal whose varying terms are proportional to these (a weighted cost layer and its cost
@@ -179,7 +179,7 @@ class DiagonalCache:
                 continue
             j = int(np.argmax(np.abs(theirs)))
             factor = float(wanted[j] / theirs[j])
-            if np.allclose(wanted, factor * theirs, rtol=1e-12, atol=0.0):
+            if np.allclose(wanted, factor * theirs, rtol=rtol, atol=0.0):
                 self._entries.move_to_end(key)
                 return diagonal, factor, float(kept_coefs[kept_masks == 0].sum())
         return (self.get(nwires, wanted_masks, wanted), 1.0, 0.0) if create else None
@@ -195,6 +195,16 @@ class DiagonalCache:
         out = self._allocate(1 << nwires, np.uint16)
         K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
         return self._remember(key, out)
+
+
+    def missing_bytes(self, nwires: int, tables: CostTables) -> int:
+        """Bytes of ``tables`` (a circuit's, ``cost_tables``) the cache does not hold yet: what running it allocates."""
+        missing = sum(LEVEL_BYTES << nwires for key in tables.levels if ("levels", nwires, *key) not in self._entries)
+        for masks, coefs in tables.diagonals:
+            weights = np.frombuffer(coefs)  # scaled and rounded to 12 places (cost_tables): matched to 1e-9
+            if self.proportional(nwires, np.frombuffer(masks, dtype=np.int64), weights, create=False, rtol=1e-9) is None:
+                missing += np.dtype(self.real).itemsize << nwires
+        return missing
 
 
 LEVEL_BYTES = 2  # a uint16 level per amplitude
