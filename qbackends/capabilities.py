@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .backend import Backend
-from .probe import MachineFacts
+from .probe import SHARED_MEMORY, MachineFacts
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -157,6 +157,9 @@ def evaluate(
     version = facts.distributions.get(backend.distribution)
     hardware = hardware_of(backend, facts)
     available, where, problem, fix = _hardware_check(hardware, facts)
+    room = facts.shared_memory_available
+    if shared and backend.shared_table_bytes is not None and hardware == "cpu" and room is not None and room < available:
+        available, where = room, f"{SHARED_MEMORY}, where the ranks of this node share the state,"
     ok = True
     reasons: list[str] = []
     fixes: list[str] = []

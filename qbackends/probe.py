@@ -47,13 +47,14 @@ class MachineFacts:
     amd_error: str = ""
     kokkos_space: str = ""  # "OpenMP", "Serial", "Threads", "CUDA", "HIP", or "" if not installed
     threads: dict[str, str] = field(default_factory=dict)  # the thread-count variables set here (THREAD_VARIABLES)
+    shared_memory_available: int | None = None  # room in SHARED_MEMORY (ranks of a node share a state there); None: none
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def without_memory(self) -> tuple[Any, ...]:
         """Every fact but the memory available (it changes from one read to the next), as a key."""
-        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "host_memory_available")
+        values = ((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in MEMORY_FACTS)
         return tuple((name, tuple(sorted(v.items())) if isinstance(v, dict) else v) for name, v in values)
 
     @classmethod
@@ -70,6 +71,20 @@ def distribution_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+MEMORY_FACTS = ("host_memory_available", "shared_memory_available")  # read again for every request
+SHARED_MEMORY = "/dev/shm"
+
+
+def shared_memory_available() -> int | None:
+    """Bytes ``SHARED_MEMORY`` can still take (a container's is 64 MiB unless ``--shm-size`` says more); None
+    where there is none."""
+    try:
+        stat = os.statvfs(SHARED_MEMORY)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
 
 
 def host_memory_available(meminfo: str = "/proc/meminfo") -> int:
@@ -255,6 +270,7 @@ def gather(distributions: tuple[str, ...]) -> MachineFacts:
         amd_error=amd_error,
         kokkos_space=kokkos_execution_space() if "pennylane-lightning-kokkos" in versions else "",
         threads=thread_settings(),
+        shared_memory_available=shared_memory_available(),
     )
 
 
@@ -266,7 +282,8 @@ def _cached(distributions: tuple[str, ...]) -> MachineFacts:
 def machine_facts(distributions: tuple[str, ...]) -> MachineFacts:
     """``gather``, cached per process (memory and the thread variables are read again each call: they change)."""
     facts = _cached(tuple(sorted(set(distributions))))
-    return MachineFacts(**{**facts.__dict__, "host_memory_available": host_memory_available(), "threads": thread_settings()})
+    fresh = {"host_memory_available": host_memory_available(), "shared_memory_available": shared_memory_available()}
+    return MachineFacts(**{**facts.__dict__, **fresh, "threads": thread_settings()})
 
 
 # What Kokkos' host builds (lightning.kokkos) start their thread team with, the first that is set.

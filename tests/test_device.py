@@ -336,3 +336,26 @@ def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monke
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")  # four processes: a quarter each, so it fits
     with pytest.raises(UnsupportedOptionError, match=r"^mpi=True cannot work on local:pennylane/lightning.kokkos: this"):
         get_device("lightning.kokkos", wires=too_big, mpi=True)
+
+
+def test_ranks_sharing_a_state_are_sized_against_the_room_in_dev_shm(monkeypatch):
+    """mpi=True with the ranks of one node sharing the state (one rank alone here): get_device sizes it against the
+    room in /dev/shm (a container's 64 MiB, recorded as the probe would read it) when that is less than the memory
+    available, and names it with its fixes; with room, the device is built."""
+    from qbackends import probe
+
+    monkeypatch.setattr(probe, "shared_memory_available", lambda: 64 << 20)
+    with pytest.raises(InsufficientMemoryError) as refused:
+        get_device("local:qbackends/fused.qubit", wires=24, mpi=True)
+    assert str(refused.value).startswith(
+        "the one state of this node's ranks (24 wires) on local:qbackends/fused.qubit at c128 need 0.531 GiB (570425344 bytes) "
+        "(2 state copies of 0.25 GiB (268435456 bytes), 2 bytes an amplitude of tables during an adjoint gradient) but "
+        "/dev/shm, where the ranks of this node share the state, has 0.0625 GiB (67108864 bytes) available."
+    )
+    assert refused.value.fix.startswith(
+        "give /dev/shm more room (in a container: docker run --shm-size) or pass share_node=False (each rank then holds "
+        "its share in its own memory); use at most 20 wires;"
+    )
+    assert get_device("local:qbackends/fused.qubit", wires=20, mpi=True).name == "qbackends.fused.qubit"
+    monkeypatch.setattr(probe, "shared_memory_available", lambda: 1 << 40)  # room: the node's memory decides
+    assert get_device("local:qbackends/fused.qubit", wires=24, mpi=True).name == "qbackends.fused.qubit"

@@ -18,20 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import probe
 from ..errors import InsufficientMemoryError
+from ..probe import SHARED_MEMORY
 from . import kernels as K
 
-SHARED_MEMORY = "/dev/shm"
 SYNC_WORDS = 16  # the barrier's two words, alone in a cache line
 
 
 def room() -> int:
     """Bytes ``/dev/shm`` can still take (a container's is often 64 MiB unless ``--shm-size`` says more)."""
-    try:
-        stat = os.statvfs(SHARED_MEMORY)
-    except OSError:
-        return 0
-    return stat.f_bavail * stat.f_frsize
+    return probe.shared_memory_available() or 0
 
 
 class NodeMemory:
