@@ -175,8 +175,8 @@ def test_qaoa_roofline(benchmark, nodes, weighted, precisions):
                 other = medians[f"{backend}: {kind}"]
                 fused = medians[f"{FUSED}: {kind}"]
                 record_seconds(f"qaoa roofline: {label}, {kind}", backend, other, f"fused.qubit x{other / fused:.1f} faster")
-    for precision in precisions:  # two states, a weighted cost's diagonal (half a state), level tables, tiles
-        assert peaks[precision] <= 2.75, (precision, peaks[precision])
+    for precision in precisions:  # ψ and λ, the levels or a weighted cost's diagonal (half a state), tiles
+        assert peaks[precision] <= 2.6, (precision, peaks[precision])
 
 
 DEEP_LAYERS = (2, 4, 6)

@@ -952,3 +952,35 @@ def test_a_circuit_that_needs_more_than_the_least_is_sized_when_it_runs(monkeypa
     monkeypatch.undo()
     expected = qml.grad(_qaoa_at("c128", weighted))(params)
     np.testing.assert_allclose(gradient, expected, atol=1e-12)
+
+
+def test_what_a_circuits_results_make_is_sized_before_it_runs(monkeypatch):
+    """Beyond ψ the device counts what each result makes and drops: a returned state (two copies of ψ), probabilities
+    (|ψ|² over every amplitude first). With 40 MiB available (recorded), 20 wires c128: probabilities of one wire
+    (16 + 16 MiB) run, the state (16 + 32 MiB) is refused by name before anything is allocated."""
+    from qbackends import probe
+    from qbackends.errors import InsufficientMemoryError
+
+    n = 20
+    monkeypatch.setattr(probe, "host_memory_available", lambda: 40 << 20)
+    device = get_device(FUSED, wires=n)
+
+    def circuit(measure):
+        @qml.qnode(device)
+        def run():
+            for w in range(n):
+                qml.RX(0.1 * w, w)
+            return measure()
+
+        return run
+
+    np.testing.assert_allclose(circuit(lambda: qml.probs(wires=[0]))(), [1.0, 0.0], atol=1e-12)
+    device._scratch.clear()  # nothing held: every byte is new again
+    with pytest.raises(InsufficientMemoryError) as refused:
+        circuit(qml.state)()
+    assert str(refused.value) == (
+        "fused.qubit cannot run this circuit of 20 wires: it holds 1 state of 0.0156 GiB (16777216 bytes), 0.0312 GiB "
+        "(33554432 bytes) of results and scratch, 0.0469 GiB (50331648 bytes) more than this device holds now, and this "
+        "machine has 0.0391 GiB (41943040 bytes) available. Fix: precision='c64' halves the state's memory; use fewer "
+        "wires; or pass ignore_memory=True (to get_device or the device) if you know better."
+    )

@@ -177,15 +177,16 @@ class FusedQubit(SimulatorDevice):
             buf = self._scratch[name] = engine.state_buffer(size, self._dtype)
         return buf
 
-    def _sizes(self, n: int) -> bool:
-        """Whether a circuit on ``n`` wires is sized before it runs: one whose states, scratch and tables (at most
-        about eight states' worth) may come to SIZED_BYTES, unless ``ignore_memory``."""
-        return not self._ignore_memory and (self._dtype.itemsize << n) * 8 >= SIZED_BYTES
+    def _sizes(self, n: int, scratch: int = 0) -> bool:
+        """Whether a circuit on ``n`` wires is sized before it runs: one whose states and tables (at most about eight
+        states' worth) and ``scratch`` may come to SIZED_BYTES, unless ``ignore_memory``."""
+        return not self._ignore_memory and (self._dtype.itemsize << n) * 8 + scratch >= SIZED_BYTES
 
-    def size_circuit(self, n: int, states: list[str], scratch: int, tables: engine.CostTables) -> None:
+    def size_circuit(self, n: int, states: list[str], scratch: int, tables: engine.CostTables, missing: int | None = None) -> None:
         """Refuse a circuit on ``n`` wires before it allocates anything, when what it adds to what the device holds does
         not fit in the memory this machine has available: the ``states`` (buffers by name) it holds, ``scratch`` bytes
-        it makes and drops (results, an observable applied), the ``tables`` of its cost the cache lacks. ``get_device``
+        it makes and drops (results, an observable applied), the ``tables`` of its cost (``missing``: bytes of them the
+        cache lacks; None: as ``DiagonalCache.missing_bytes`` counts them). ``get_device``
         sized the device for the least a circuit needs (ψ, λ and a cost's levels); a circuit that needs more is sized
         here.
 
@@ -194,7 +195,8 @@ class FusedQubit(SimulatorDevice):
         """
         state = self._dtype.itemsize << n
         new = [name for name in states if (buf := self._scratch.get(name)) is None or buf.size != 1 << n]
-        more = state * len(new) + scratch + self._diagonals.missing_bytes(n, tables)
+        missing = self._diagonals.missing_bytes(n, tables) if missing is None else missing
+        more = state * len(new) + scratch + missing
         available = probe.host_memory_available()
         if more <= available:
             return
@@ -292,7 +294,7 @@ class FusedQubit(SimulatorDevice):
             if not gradient:
                 return np.array(value), None
             return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)] if grad is not None else []]))
-        if self._sizes(n):
+        if not self._ignore_memory:
             self._size_measurements(tape, blocks, index, n, adjoint)
         psi = engine.forward(segments, n, self._buffer("psi", 1 << n), self._diagonals, traffic)
         if tape.shots:
@@ -349,21 +351,36 @@ class FusedQubit(SimulatorDevice):
 
     def _size_measurements(self, tape: Any, blocks: list[DiagonalBlock], index: dict, n: int, adjoint: bool) -> None:
         """``size_circuit`` for a circuit measured otherwise than by one diagonal expectation: ψ; with the adjoint
-        method λ, and φ beside it for more than one measurement; a diagonal per Z-basis observable; a state returned,
-        a matrix observable applied to ψ, probabilities."""
+        method λ, and φ beside it for more than one measurement; a diagonal per Z-basis observable the cache lacks
+        (by its exact key: ``_diagonal``); and what each result makes and drops: a state returned, probabilities
+        (over every amplitude first), samples (ψ at complex128 and its probabilities), a matrix observable applied
+        to ψ (its matrix on its wires, and Oψ and its complex128 temporaries), a density matrix."""
+        if (16 << (2 * n)) + (16 << n) * 12 < SIZED_BYTES:  # no result of so few wires comes near it
+            return
         diagonal = [terms for m in tape.measurements if m.obs is not None and (terms := z_terms(m.obs)) is not None]
         states = ["psi"] + (["lambda"] if adjoint and diagonal else []) + (["phi"] if adjoint and len(tape.measurements) > 1 else [])
-        scratch = 0
+        state, wide = self._dtype.itemsize << n, 16 << n
+        scratch = (wide + (8 << n)) if tape.shots else 0
         for m in tape.measurements:
-            if type(m) is StateMP or (m.obs is not None and z_terms(m.obs) is None):
-                scratch += self._dtype.itemsize << n
-            elif type(m) is ProbabilityMP:
-                scratch += 8 << len(m.wires or index)
+            if type(m) is StateMP:
+                scratch += 2 * state
+            elif type(m) is ProbabilityMP:  # |ψ|² over every amplitude, then summed
+                scratch += 16 << n
+            elif m.obs is not None and z_terms(m.obs) is None:  # Oψ, the matrix's temporaries, ψ's copy for the adjoint
+                sparse = m.obs.has_sparse_matrix and not m.obs.has_matrix  # applied as it is (_apply_observable)
+                scratch += (0 if sparse else 16 << (2 * len(m.obs.wires))) + state + 2 * wide + (state if adjoint else 0)
+            elif m.obs is None and type(m) not in (ProbabilityMP, SampleMP, CountsMP):  # PennyLane's own (a density matrix)
+                scratch += 4 * wide + (16 << (2 * len(m.wires or index)))
+        if not self._sizes(n, scratch):
+            return
         tables = engine.cost_tables(blocks, np.zeros(0, dtype=np.int64), np.zeros(0))
-        for terms in diagonal:  # the observable's diagonal, as _diagonal asks the cache for it
+        missing = self._diagonals.missing_bytes(n, tables)
+        for terms in diagonal:  # the observable's diagonal, looked up by its exact key (_diagonal)
             masks, coefs = _masks_and_coefficients(terms, index, n)
-            tables = tables._replace(diagonals=tables.diagonals | {(masks.tobytes(), coefs.tobytes())})
-        self.size_circuit(n, states, scratch, tables)
+            if not self._diagonals.holds(n, masks, coefs):
+                missing += np.dtype(self._diagonals.real).itemsize << n
+                tables = tables._replace(diagonals=tables.diagonals | {(masks.tobytes(), coefs.tobytes())})
+        self.size_circuit(n, states, scratch, tables, missing)
 
     def _sample(self, tape: Any, psi: np.ndarray, index: dict, n: int) -> Any:
         """Finite shots: PennyLane's own sampler on the final state (wires mapped to state axes)."""

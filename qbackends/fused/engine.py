@@ -197,13 +197,22 @@ class DiagonalCache:
         return self._remember(key, out)
 
 
+    def holds(self, nwires: int, masks: np.ndarray, coefs: np.ndarray) -> bool:
+        """Whether ``get(nwires, masks, coefs)`` finds its diagonal kept."""
+        return ("diagonal", nwires, masks.tobytes(), coefs.tobytes()) in self._entries
+
     def missing_bytes(self, nwires: int, tables: CostTables) -> int:
-        """Bytes of ``tables`` (a circuit's, ``cost_tables``) the cache does not hold yet: what running it allocates."""
-        missing = sum(LEVEL_BYTES << nwires for key in tables.levels if ("levels", nwires, *key) not in self._entries)
+        """Bytes of ``tables`` (a circuit's, ``cost_tables``) the cache does not hold yet: what running it allocates.
+        More of a kind than the cache keeps are all counted: each run then builds them again (the sweeps hold them
+        all at once)."""
+        level_bytes, diagonal_bytes = LEVEL_BYTES << nwires, np.dtype(self.real).itemsize << nwires
+        if len(tables.levels) > self._size or len(tables.diagonals) > self._size:
+            return level_bytes * len(tables.levels) + diagonal_bytes * len(tables.diagonals)
+        missing = sum(level_bytes for key in tables.levels if ("levels", nwires, *key) not in self._entries)
         for masks, coefs in tables.diagonals:
             weights = np.frombuffer(coefs)  # scaled and rounded to 12 places (cost_tables): matched to 1e-9
             if self.proportional(nwires, np.frombuffer(masks, dtype=np.int64), weights, create=False, rtol=1e-9) is None:
-                missing += np.dtype(self.real).itemsize << nwires
+                missing += diagonal_bytes
         return missing
 
 
