@@ -87,20 +87,74 @@ def shared_memory_available() -> int | None:
     return stat.f_bavail * stat.f_frsize
 
 
-def host_memory_available(meminfo: str = "/proc/meminfo") -> int:
-    """MemAvailable in bytes (falls back to physical pages where /proc is absent)."""
+def host_memory_available(meminfo: str = "/proc/meminfo", cgroup_root: str = "/sys/fs/cgroup", cgroups: str = "/proc/self/cgroup") -> int:
+    """Bytes this process can still take: MemAvailable (physical pages where /proc is absent), or less where its
+    memory cgroup allows less (``cgroup_room``: a container's or a Slurm job's limit)."""
+    available = None
     try:
         with open(meminfo, "rb") as f:
             text = f.read()
         at = text.find(b"MemAvailable:")
         if at >= 0:
-            return int(text[at + 13 : text.index(b"\n", at)].split()[0]) * 1024
+            available = int(text[at + 13 : text.index(b"\n", at)].split()[0]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError):
+            available = 0
+    room = cgroup_room(cgroup_root, cgroups)
+    return available if room is None else min(available, room)
+
+
+UNLIMITED = 1 << 60  # a cgroup v1 limit this large is none (the kernel shows "no limit" as about 2^63)
+
+
+def cgroup_room(root: str = "/sys/fs/cgroup", cgroups: str = "/proc/self/cgroup") -> int | None:
+    """Bytes this process's memory cgroup may still take: the least, over its cgroup and those above it, of the limit
+    less what is in use but the page cache it can drop (inactive files). cgroup v2 (``memory.max``) or v1 (the memory
+    controller's ``memory.limit_in_bytes``); None where no limit is set, or there are no cgroups."""
+    rooms = [room for level in _limited_cgroups(root, cgroups) if (room := _cgroup_level_room(*level)) is not None]
+    return max(0, min(rooms)) if rooms else None
+
+
+@functools.cache
+def _limited_cgroups(root: str, cgroups: str) -> tuple[tuple[Path, str, str, str], ...]:
+    """The memory cgroups of this process, and those above them, that have a limit (found once: a process does not
+    change cgroups), with the names of their limit, usage and inactive page-cache figures."""
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return 0
+        lines = Path(cgroups).read_text().splitlines()
+    except OSError:
+        return ()
+    levels = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "" and Path(root, "cgroup.controllers").exists():  # v2: one hierarchy
+            base, names = Path(root), ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):  # v1: the memory controller's hierarchy
+            base, names = Path(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
+            continue
+        here = base / path.lstrip("/")
+        for folder in [here, *here.parents]:
+            if len(folder.parts) < len(base.parts):
+                break
+            if _cgroup_level_room(folder, *names) is not None:
+                levels.append((folder, *names))
+    return tuple(levels)
+
+
+def _cgroup_level_room(folder: Path, limit_file: str, usage_file: str, inactive_key: str) -> int | None:
+    try:
+        limit = (folder / limit_file).read_text().strip()
+        if limit == "max" or int(limit) >= UNLIMITED:
+            return None
+        used = int((folder / usage_file).read_text().strip())
+        stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines() if line.count(" ") == 1)
+    except (OSError, ValueError):
+        return None
+    return int(limit) - used + int(stat.get(inactive_key, 0))
 
 
 def cpu_cores() -> int:

@@ -49,3 +49,45 @@ def test_facts_round_trip_json():
     assert facts.distributions["pennylane-lightning"].startswith("0.45")
     assert facts.cores >= 1 and facts.host_memory_available > 0
     assert probe.MachineFacts.from_json(facts.to_json()) == facts
+
+
+def _cgroup_file(folder, name, text):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+
+
+def test_a_memory_cgroup_limit_bounds_the_memory_available(tmp_path):
+    """A Slurm job's or a container's memory limit shows in its cgroup, not in /proc/meminfo: the memory available is
+    the least of MemAvailable and, over the cgroup and those above it, the limit less what is in use but the page
+    cache it can drop. cgroup v2 and v1 (as Slurm's v1 plugin lays it out), recorded as the kernel shows them."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       65536000 kB\nMemAvailable:   50000000 kB\n")
+    v2, job = tmp_path / "v2", tmp_path / "v2" / "system.slice" / "job"
+    _cgroup_file(v2, "cgroup.controllers", "cpu memory\n")
+    _cgroup_file(job, "memory.max", f"{8 << 30}\n")
+    _cgroup_file(job, "memory.current", f"{3 << 30}\n")
+    _cgroup_file(job, "memory.stat", f"anon {2 << 30}\ninactive_file {1 << 30}\n")
+    _cgroup_file(job.parent, "memory.max", "max\n")  # no limit above it
+    (tmp_path / "self-v2").write_text("0::/system.slice/job\n")
+    assert probe.cgroup_room(str(v2), str(tmp_path / "self-v2")) == 6 << 30
+    assert probe.host_memory_available(str(meminfo), str(v2), str(tmp_path / "self-v2")) == 6 << 30
+    slice_ = tmp_path / "v2b" / "system.slice"  # a tighter limit on the slice above the job
+    _cgroup_file(slice_.parent, "cgroup.controllers", "cpu memory\n")
+    for folder, limit, used in ((slice_ / "job", 8 << 30, 3 << 30), (slice_, 5 << 30, 4 << 30)):
+        _cgroup_file(folder, "memory.max", f"{limit}\n")
+        _cgroup_file(folder, "memory.current", f"{used}\n")
+        _cgroup_file(folder, "memory.stat", "inactive_file 0\n")
+    assert probe.cgroup_room(str(slice_.parent), str(tmp_path / "self-v2")) == 1 << 30
+
+    v1, step = tmp_path / "v1", tmp_path / "v1" / "memory" / "slurm" / "uid_1000" / "job_42"
+    _cgroup_file(step, "memory.limit_in_bytes", f"{4 << 30}\n")
+    _cgroup_file(step, "memory.usage_in_bytes", f"{1 << 30}\n")
+    _cgroup_file(step, "memory.stat", "cache 0\ntotal_inactive_file 0\n")
+    _cgroup_file(v1 / "memory", "memory.limit_in_bytes", "9223372036854771712\n")  # the root: no limit
+    (tmp_path / "self-v1").write_text("5:cpuset:/slurm/uid_1000/job_42\n4:memory:/slurm/uid_1000/job_42\n0::/\n")
+    assert probe.cgroup_room(str(v1), str(tmp_path / "self-v1")) == 3 << 30
+    assert probe.host_memory_available(str(meminfo), str(v1), str(tmp_path / "self-v1")) == 3 << 30
+    (tmp_path / "self-none").write_text("4:memory:/\n0::/\n")  # the root alone, unlimited: MemAvailable decides
+    assert probe.cgroup_room(str(v1), str(tmp_path / "self-none")) is None
+    assert probe.host_memory_available(str(meminfo), str(v1), str(tmp_path / "self-none")) == 50000000 * 1024
+    assert probe.cgroup_room(str(v1), str(tmp_path / "absent")) is None
