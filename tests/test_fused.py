@@ -984,3 +984,30 @@ def test_what_a_circuits_results_make_is_sized_before_it_runs(monkeypatch):
         "machine has 0.0391 GiB (41943040 bytes) available. Fix: precision='c64' halves the state's memory; use fewer "
         "wires; or pass ignore_memory=True (to get_device or the device) if you know better."
     )
+
+
+def test_cost_layers_of_several_weightings_keep_their_diagonals_between_runs(monkeypatch):
+    """Three cost layers whose weights are not proportional (and the observable) need four diagonals at once: the
+    device sizes them all, keeps them all, and a second gradient step builds none again."""
+    n = 20
+    graph = qaoa.random_graph(n, 30, 1967)
+    rng = np.random.default_rng(3)
+    costs = [qaoa.cost_hamiltonian(qaoa.Graph(n, tuple((u, v, float(rng.uniform(0.1, 2.0))) for u, v, _ in graph.edges))) for _ in range(4)]
+    mixer = qml.Hamiltonian([1.0] * n, [qml.X(w) for w in range(n)])
+
+    @qml.qnode(get_device(FUSED, wires=n), diff_method="adjoint")
+    def circuit(p):
+        for w in range(n):
+            qml.Hadamard(w)
+        for layer in range(3):
+            qml.qaoa.cost_layer(p[0][layer], costs[layer])
+            qml.qaoa.mixer_layer(p[1][layer], mixer)
+        return qml.expval(costs[3])
+
+    params = random_params((2, 3))
+    first = qml.grad(circuit)(params)
+    built = []
+    diag_values = engine.K.diag_values
+    monkeypatch.setattr(engine.K, "diag_values", lambda *a: built.append(a[0].size) or diag_values(*a))
+    np.testing.assert_allclose(qml.grad(circuit)(params), first, atol=1e-12)
+    assert built == []

@@ -289,7 +289,9 @@ class FusedQubit(SimulatorDevice):
             assert terms is not None
             masks, coefs = _masks_and_coefficients(terms, index, n)
             if self._sizes(n):
-                self.size_circuit(n, ["psi", "lambda"] if adjoint else ["psi"], 0, engine.cost_tables(blocks, masks, coefs))
+                tables = engine.cost_tables(blocks, masks, coefs)
+                self.size_circuit(n, ["psi", "lambda"] if adjoint else ["psi"], 0, tables)
+                self._diagonals.keep(max(len(tables.levels), len(tables.diagonals)))  # not built again every run
             value, grad, _ = engine.expectation(segments, nparams, n, masks, coefs, self._diagonals, self._buffer, traffic, adjoint)
             if not gradient:
                 return np.array(value), None

@@ -197,6 +197,10 @@ class DiagonalCache:
         return self._remember(key, out)
 
 
+    def keep(self, count: int) -> None:
+        """Keep at least ``count`` tables of a kind from now on (a circuit whose sweeps use them all at once)."""
+        self._size = max(self._size, count)
+
     def holds(self, nwires: int, masks: np.ndarray, coefs: np.ndarray) -> bool:
         """Whether ``get(nwires, masks, coefs)`` finds its diagonal kept."""
         return ("diagonal", nwires, masks.tobytes(), coefs.tobytes()) in self._entries
