@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import capabilities, devicestring
-from .errors import EXIT_USAGE, QBackendsError, UnsupportedOptionError, report
+from .errors import EXIT_USAGE, PeerLostError, QBackendsError, UnsupportedOptionError, report
 from .registry import get_registry
 from .scoped import environment, log_lines_shown
 from .screening import facts_for
@@ -483,7 +483,12 @@ def _command(args: argparse.Namespace) -> int:
             _check_working_folder()
         return int(args.func(args) or 0)
     except QBackendsError as exc:
-        return _ended(args, partial(report, exc))
+        code = _ended(args, partial(report, exc))
+        if isinstance(exc, PeerLostError):  # said: now at once (see PeerLostError)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         sys.stderr.close()
         return 0

@@ -99,6 +99,11 @@ class RankCountError(QBackendsError, ValueError):
     """MPI ranks that cannot share the state: not a power of two, or too many for the wires."""
 
 
+class PeerLostError(QBackendsError, RuntimeError):
+    """Another rank of a distributed run stopped. The command ends this process at once once it has said so: the
+    communication threads of the lost peer would otherwise abort the interpreter's teardown, loudly."""
+
+
 class EnvironmentSettingError(QBackendsError, ValueError):
     """An environment variable set to a value that cannot work, e.g. ``OMP_NUM_THREADS=1000`` for lightning.kokkos."""
 

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ...errors import QBackendsError, WorkloadInputError
+from ...errors import PeerLostError, QBackendsError, WorkloadInputError
 from ...probe import cpu_cores
 from ...scoped import environment
 from ...storage import atomic_write_json
@@ -175,7 +175,7 @@ def _peers_lost() -> Iterator[None]:
             raise
         why = text.rpartition("RuntimeError: ")[2].split(" This is typically")[0].split(" At: ")[0]
         why = re.sub(r"^\[[^\]]*\]\s*", "", why).rstrip(".")  # gloo's source line off
-        raise QBackendsError(
+        raise PeerLostError(
             f"QNN training failed on rank {launch.rank} of {launch.world} ({launch.launcher}): another rank stopped ({why}); "
             "this rank stopped too.",
             "see the other ranks' output; rerun with --resume to continue from the last finished epoch.",
