@@ -359,16 +359,17 @@ class FusedQubit(SimulatorDevice):
         to ψ (its matrix on its wires, and Oψ and its complex128 temporaries), a density matrix."""
         if (16 << (2 * n)) + (16 << n) * 12 < SIZED_BYTES:  # no result of so few wires comes near it
             return
-        diagonal = [terms for m in tape.measurements if m.obs is not None and (terms := z_terms(m.obs)) is not None]
+        terms_of = [z_terms(m.obs) if m.obs is not None else None for m in tape.measurements]
+        diagonal = [terms for terms in terms_of if terms is not None]
         states = ["psi"] + (["lambda"] if adjoint and diagonal else []) + (["phi"] if adjoint and len(tape.measurements) > 1 else [])
         state, wide = self._dtype.itemsize << n, 16 << n
         scratch = (wide + (8 << n)) if tape.shots else 0
-        for m in tape.measurements:
+        for m, terms in zip(tape.measurements, terms_of, strict=True):
             if type(m) is StateMP:
                 scratch += 2 * state
             elif type(m) is ProbabilityMP:  # |ψ|² over every amplitude, then summed
                 scratch += 16 << n
-            elif m.obs is not None and z_terms(m.obs) is None:  # Oψ, the matrix's temporaries, ψ's copy for the adjoint
+            elif m.obs is not None and terms is None:  # Oψ, the matrix's temporaries, ψ's copy for the adjoint
                 sparse = m.obs.has_sparse_matrix and not m.obs.has_matrix  # applied as it is (_apply_observable)
                 scratch += (0 if sparse else 16 << (2 * len(m.obs.wires))) + state + 2 * wide + (state if adjoint else 0)
             elif m.obs is None and type(m) not in (ProbabilityMP, SampleMP, CountsMP):  # PennyLane's own (a density matrix)

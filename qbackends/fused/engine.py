@@ -196,7 +196,6 @@ class DiagonalCache:
         K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
         return self._remember(key, out)
 
-
     def keep(self, count: int) -> None:
         """Keep at least ``count`` tables of a kind from now on (a circuit whose sweeps use them all at once)."""
         self._size = max(self._size, count)
