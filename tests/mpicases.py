@@ -6,7 +6,8 @@ A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]
 fail mid-run; ``--available BYTES`` makes that the memory the machine reads as available (a recorded probe fact);
 ``--node-memory BYTES``: the machine reads that less what the ranks' devices hold (each as much as this rank's);
 ``--energy-first`` takes each case's energy alone before its energy and gradient, on the same device;
-``--shm-room BYTES``: the room /dev/shm reads as having; ``--ignore-memory`` builds the devices with ignore_memory=True; ``--exchange`` with share_node=False (each rank holds
+``--shm-room BYTES``: the room /dev/shm reads as having; ``--small-tiles``: the tiles of 12 wires smaller for the adjoint pass than
+for an energy; ``--ignore-memory`` builds the devices with ignore_memory=True; ``--exchange`` with share_node=False (each rank holds
 a share and they exchange, as across nodes; else the ranks of this one machine share one state); ``--most-probable``
 also gives the most probable basis state of each case's final state (index, probability) in ``most_probable``.
 Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``) and the bytes the
@@ -168,6 +169,10 @@ def main(argv: list[str]) -> int:
 
         node = int(argv[argv.index("--node-memory") + 1])
         probe.host_memory_available = lambda meminfo="/proc/meminfo": node - MPI.COMM_WORLD.Get_size() * _held()
+    if "--small-tiles" in argv:  # one c128 state's tiles of 2^9 at 12 wires, φ's and λ's of 2^8 (as 28 wires' are)
+        from qbackends.fused import kernels
+
+        kernels.TILE_BITS, kernels.MAX_TILE_BITS, kernels.MIN_RUN_BITS, kernels.ADJOINT_TILES_BYTES = 7, 9, 6, 16 << 9
     if "--shm-room" in argv:
         from qbackends.fused import shared
 

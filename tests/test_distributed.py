@@ -113,10 +113,10 @@ LAYOUTS = ["shared", "exchange"]  # one state the ranks share (one node), or a s
 EXCHANGE = "--exchange"
 
 
-def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, layout: str) -> None:
+def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, layout: str, *extra: str) -> None:
     # one process first, the reference
     expected = [value_and_gradient(case, mpi=False) for case in cases]
-    run = _ranks(ranks, cases, tmp_path, *([EXCHANGE] if layout == "exchange" else []))
+    run = _ranks(ranks, cases, tmp_path, *([EXCHANGE] if layout == "exchange" else []), *extra)
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["case"] for line in lines] == cases
@@ -141,6 +141,15 @@ def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, layout, tmp_pa
     if ranks == 2:
         cases.append([12, 2, False, "fast", "c64"])
     _same_as_one_process(ranks, cases, tmp_path, layout)
+
+
+@needs_mpi
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ranks_tile_the_forward_pass_as_the_adjoint_pass_that_reads_it(layout, tmp_path):
+    """Where the adjoint pass's tiles are smaller than an energy's (28 wires a rank at c128; here 12, with small
+    tiles), a rank's forward pass takes the adjoint's tiling: the layer it undid on λ is the adjoint's pass."""
+    cases = [[12, 2, False, "fast", "c128"], [13, 2, True, "fast", "c128"], [13, 4, False, "qml.qaoa", "c128"]]
+    _same_as_one_process(2, cases, tmp_path, layout, "--small-tiles")
 
 
 @needs_mpi

@@ -285,7 +285,7 @@ def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, max_ti
     monkeypatch.setattr(kernels, "MAX_TILE_BITS", max_tile_bits)
     monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
     n = 12
-    assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n)) == passes
+    assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n, engine.tiling_for(n))) == passes
     graph = qaoa.random_graph(n, 18, seed=5)
     cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, layers)
     params = random_params((2, layers), seed=layers)
@@ -320,7 +320,7 @@ def test_a_deep_qaoas_adjoint_undoes_each_layer_in_one_sweep(monkeypatch, weight
     monkeypatch.setattr(kernels, "MAX_TILE_BITS", 9)
     monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
     n = 12
-    assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n)) == 2
+    assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n, engine.tiling_for(n))) == 2
     graph = qaoa.random_graph(n, 18, seed=5)
     if weighted:
         rng = np.random.default_rng(3)
@@ -666,20 +666,34 @@ def test_swept_cost_layers_match_the_trigonometric_path(weighted, values):
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-11, rtol=0)
 
 
+# The tile bits tiling_for gives, by (bytes an amplitude, for an adjoint pass); 2^TILE_BITS up to 24 wires.
+TILES = {
+    (16, False): {25: 16, 26: 16, 28: 17, 30: 18, 31: 19, 36: 19},
+    (16, True): {25: 16, 26: 16, 28: 16, 30: 17, 31: 18, 36: 19},  # runs of 16 amplitudes from 28 wires
+    (8, False): {25: 16, 26: 16, 28: 17, 30: 18, 31: 19, 36: 19},
+    (8, True): {25: 16, 26: 16, 28: 17, 30: 18, 31: 18, 36: 19},  # runs of 32 amplitudes at 31
+}
+
+
+@pytest.mark.parametrize("itemsize,adjoint", list(TILES))
 @pytest.mark.parametrize("n", [3, 15, 16, 19, 22, 24, 25, 26, 28, 30, 31, 36])
-def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
+def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n, itemsize, adjoint):
     """The tiling of a product layer: each wire's gate in exactly one pass, every tile 2^TILE_BITS
-    amplitudes at most up to 24 wires, then as large as two passes need (up to 2^MAX_TILE_BITS, with
-    runs of 2^MIN_RUN_BITS or more), no gate pairing amplitudes closer than 2^SPECTATORS in a multi-tile state."""
+    amplitudes at most up to 24 wires, then as large as two passes need (up to 2^MAX_TILE_BITS), with
+    runs of 2^MIN_RUN_BITS or more, or of MIN_RUN_BYTES where an adjoint sweep's tiles would outgrow
+    ADJOINT_TILES_BYTES; no gate pairing amplitudes closer than 2^SPECTATORS in a multi-tile state (but in runs
+    of 16 amplitudes, whose spectators' gates pair amplitudes 2 and 4 apart: the kernels' scalar loop)."""
     from qbackends.fused import engine
     from qbackends.fused.program import ProductLayer, rotation_matrix
 
     layer = ProductLayer({w: (rotation_matrix("RY", 0.1 * w), w, 2, 1.0) for w in range(n)})
+    tiling = engine.tiling_for(n, itemsize, adjoint)
+    tile = TILES[itemsize, adjoint].get(n, kernels.TILE_BITS)
+    assert tiling.bits == tile
     seen = []
-    for run_bits, high, rest, transposed, _, tile_bits, _, params, _ in engine._layer_passes(layer, n):
-        tile = {25: 16, 26: 16, 28: 17, 30: 18, 31: 19, 36: 19}.get(n, kernels.TILE_BITS)
+    for run_bits, high, rest, transposed, _, tile_bits, _, params, _ in engine._layer_passes(layer, n, tiling):
         assert run_bits + high.size <= tile and run_bits + high.size + rest.size == n
-        assert transposed or not rest.size or run_bits >= kernels.MIN_RUN_BITS
+        assert transposed or not rest.size or (1 << run_bits) * itemsize >= min(kernels.MIN_RUN_BYTES, itemsize << kernels.MIN_RUN_BITS)
         for tb, p in zip(tile_bits, params, strict=True):
             if transposed:
                 bit = int(high[tb]) if tb < high.size else int(tb) - high.size
@@ -687,11 +701,50 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n):
                 bit = int(tb) if tb < run_bits else int(high[tb - run_bits])
             assert p == n - 1 - bit
             seen.append(bit)
-            if n > kernels.TILE_BITS:
-                assert tb >= kernels.SPECTATORS
+            if n > kernels.TILE_BITS:  # runs of 2^4 hold the spectators' gates at tile bits 1-3
+                assert tb >= (kernels.SPECTATORS if transposed else min(kernels.SPECTATORS, run_bits - kernels.SPECTATORS))
     assert sorted(seen) == list(range(n))
     passes = {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 25: 2, 26: 2, 28: 2, 30: 2, 31: 2, 36: 3}
-    assert len(engine._layer_passes(layer, n)) == passes[n]
+    assert len(engine._layer_passes(layer, n, tiling)) == passes[n]
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_an_adjoint_pass_in_smaller_tiles_than_the_energys(monkeypatch, layers, weighted):
+    """Where an adjoint sweep's tiles would outgrow ADJOINT_TILES_BYTES (28 wires at c128), a gradient step tiles
+    its forward pass as its adjoint pass (which reads what the forward pass kept and undid), in smaller tiles than
+    an energy alone takes: both as lightning's, also with a second expectation (the forward pass then not fused
+    with the adjoint) and in a QAOA of four layers (the adjoint's chained sweeps)."""
+    from qbackends.fused import engine
+
+    monkeypatch.setattr(kernels, "TILE_BITS", 7)
+    monkeypatch.setattr(kernels, "MAX_TILE_BITS", 9)
+    monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
+    monkeypatch.setattr(kernels, "ADJOINT_TILES_BYTES", 16 << 9)  # φ's and λ's c128 tiles of 2^8
+    n = 12
+    assert engine.tiling_for(n, 16) == (9, 6) and engine.tiling_for(n, 16, adjoint=True) == (8, 4)
+    graph = qaoa.random_graph(n, 18, seed=5)
+    if weighted:
+        rng = np.random.default_rng(3)
+        graph = qaoa.Graph(n, tuple((u, v, float(rng.uniform(0.5, 2.0))) for u, v, _ in graph.edges))
+    cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, layers)
+    params = random_params((2, layers), seed=layers)
+
+    def energy(p):
+        ansatz(p)
+        return qml.expval(cost)
+
+    def two(p):
+        ansatz(p)
+        return qml.expval(cost), qml.expval(qml.Z(0) @ qml.Z(5))
+
+    _assert_same(*_pair(energy, n), params)
+    ours, reference = _pair(two, n)
+    np.testing.assert_allclose(
+        qml.jacobian(lambda p: qml.math.stack(ours(p)))(params),
+        qml.jacobian(lambda p: qml.math.stack(reference(p)))(params),
+        atol=1e-10,
+    )
 
 
 @pytest.mark.parametrize(
@@ -892,7 +945,7 @@ def test_a_mixer_the_cost_layer_and_the_mixer_before_it_are_undone_in_one_sweep(
     mixer = qml.Hamiltonian([1.0] * n, [qml.X(w) for w in range(n)])
     swept = []
     fused_adjoint = engine._fused_layer_adjoint
-    monkeypatch.setattr(engine, "_fused_layer_adjoint", lambda *a: swept.append(a[8]) or fused_adjoint(*a))  # undo_low
+    monkeypatch.setattr(engine, "_fused_layer_adjoint", lambda *a: swept.append(a[9]) or fused_adjoint(*a))  # undo_low
 
     def deep(p):  # as users write it: one parameter per cost layer
         for w in range(n):

@@ -423,6 +423,7 @@ class Ranks:
         measure = engine.Measure(partial(self._cache.get, local, lmasks, lcoefs), by_level=by_level)
         psi = self._buffer("psi", 1 << local)
         lam = self._buffer("lambda", psi.size) if adjoint else None
+        tiling = engine.tiling_for(local, psi.itemsize, adjoint)  # the forward pass's passes are the adjoint's
         # The last layer's input kept as φ, λ written undone through that layer's last pass (see engine.forward's
         # keep): one part from |0...0⟩ (φ in λ's buffer, λ in ψ's place), or a last part of one layer (φ in ψ).
         single = len(parts) == 1 and factor != 0 and engine.keeps_last_input(parts[0])
@@ -444,10 +445,10 @@ class Ranks:
                         last.lam[:] = 0
                 continue
             if last is not None and kept and last_layer:
-                engine.apply_layer(part[0], psi, lam, local, traffic, last)  # ψ left as it was: the kept φ
+                engine.apply_layer(part[0], psi, lam, local, traffic, last, tiling)  # ψ left as it was: the kept φ
             else:
                 keep = lam if kept and single else None
-                engine.forward(part, local, psi, self._cache, traffic, keep=keep, measure=last, initial=k == 0)
+                engine.forward(part, local, psi, self._cache, traffic, keep=keep, measure=last, initial=k == 0, tiling=tiling)
         if not adjoint:
             self.last = (psi, layout, 0, psi.size)
             value = self.allreduce(np.array([measure.value]))[0]
@@ -457,7 +458,7 @@ class Ranks:
         grad = np.zeros(nparams + 1)
         grad[nparams] = measure.value
         phi, lam = (lam, psi) if kept and single else (psi, lam)
-        self._adjoint(parts, factor, phi, lam, local, traffic, grad[:nparams], kept, measure.undone)
+        self._adjoint(parts, factor, phi, lam, local, traffic, grad[:nparams], kept, measure.undone, tiling)
         grad = self.allreduce(grad)
         value, grad = grad[nparams], grad[:nparams]
         return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)]]))
@@ -499,6 +500,7 @@ class Ranks:
         grad: np.ndarray,
         kept: bool,
         undone: tuple[int, np.ndarray] | None,
+        tiling: engine.Tiling,
     ) -> None:
         """This rank's part of d⟨H⟩/dθ into ``grad``: the parts undone in reverse on φ and λ down to the first with
         parameters (the parts before it need no undoing), exchanging both between parts. ``kept``: φ holds the
@@ -522,6 +524,7 @@ class Ranks:
                     undone=undone if kept and k == last else None,
                     from_zero=k == 0,
                     through=k > first,
+                    tiling=tiling,
                 )
             if k > first:
                 phi = self.exchange(phi)

@@ -368,32 +368,50 @@ def _by_level(block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, si
     return sweep_block(block, nwires, cache, sign, by_angle=False)
 
 
-def tile_bits(nwires: int) -> int:
-    """Amplitudes a tile of ``nwires`` holds, as a power of two: 2^TILE_BITS (in L2); above 24 wires,
-    where a product layer would take a third pass over the state, the smallest tile that keeps it
-    to two (runs of 2^MIN_RUN_BITS; the tile then in the last-level cache), up to 2^MAX_TILE_BITS.
-    complex64 tiles hold as many amplitudes, half the bytes: twice the amplitudes (a c128 tile's bytes)
-    took 1.37x as long at 28 wires and 1.08x at 30, the same at 22 and 26."""
-    return min(max(K.TILE_BITS, -(-(nwires + K.MIN_RUN_BITS) // 2)), max(K.TILE_BITS, K.MAX_TILE_BITS))
+class Tiling(NamedTuple):
+    """How a product layer's passes tile the state (``tiling_for``, ``_layer_passes``)."""
+
+    bits: int  # a tile holds 2^bits amplitudes
+    min_run_bits: int  # a later pass gathers runs of 2^min_run_bits amplitudes or more
 
 
-def _layer_passes(layer: ProductLayer, nwires: int) -> list[Pass]:
+def tiling_for(nwires: int, itemsize: int = 16, adjoint: bool = False) -> Tiling:
+    """The tiling of a state of ``nwires`` with amplitudes of ``itemsize`` bytes; ``adjoint``: for the sweeps of an
+    adjoint pass, which hold φ's tiles and λ's. Tiles of 2^TILE_BITS amplitudes (in L2); above 24 wires, where a
+    layer would take a third pass over the state, the smallest tile that keeps it to two, with runs of
+    2^MIN_RUN_BITS, up to 2^MAX_TILE_BITS; where an adjoint sweep's tiles then outgrow ADJOINT_TILES_BYTES, as small
+    as runs of MIN_RUN_BYTES allow. At 28 wires c128 a gradient in 2^16 tiles (runs of 16 amplitudes) took 7.1-7.5 s
+    against 7.8-8.7 s in 2^17 (runs of 64). Not for one state's sweeps: at 30 wires c128 an energy in 2^17 tiles took
+    13.0-13.4 s against 12.0-12.3 s in 2^18, at 28 wires 7.1-7.2 s in 2^16 against 6.4-6.6 s."""
+
+    def two_passes(run_bits: int) -> int:
+        return -(-(nwires + run_bits) // 2)
+
+    bits, run_bits = two_passes(K.MIN_RUN_BITS), K.MIN_RUN_BITS
+    fits = (K.ADJOINT_TILES_BYTES // (2 * itemsize)).bit_length() - 1
+    if adjoint and bits > fits:
+        run_bits = min(K.MIN_RUN_BITS, (K.MIN_RUN_BYTES // itemsize).bit_length() - 1)
+        bits = max(fits, two_passes(run_bits))
+    return Tiling(min(max(K.TILE_BITS, bits), max(K.TILE_BITS, K.MAX_TILE_BITS)), run_bits)
+
+
+def _layer_passes(layer: ProductLayer, nwires: int, tiling: Tiling) -> list[Pass]:
     """The passes that apply a product layer.
 
-    Each pass gathers tiles of 2^T amplitudes (T = ``tile_bits(nwires)``): runs of 2^run_bits
+    Each pass gathers tiles of 2^T amplitudes (T = ``tiling.bits``): runs of 2^run_bits
     contiguous ones, one per value of its high bits. The bits above T are split evenly over the
-    fewest later passes (at most T - MIN_RUN_BITS each, so runs stay 2^MIN_RUN_BITS long or longer).
+    fewest later passes (at most T - min_run_bits each, so runs stay 2^min_run_bits long or longer).
     The first pass takes contiguous tiles, the gates on the bits below T except SPECTATORS of them,
     which it puts at the bottom of its tiles ("transposed"): no gate pairs amplitudes closer than
     2^SPECTATORS apart. The later pass with the longest runs takes the spectators' gates, inside
     its runs. 22 wires take two passes, with runs of 2^8; 30 wires two, in tiles of 2^18.
     """
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
-    tile = tile_bits(nwires)
+    tile = tiling.bits
     if nwires <= tile:  # one tile holds the state
         return [_pass(nwires, [], nwires, False, items)]
     top = list(range(tile, nwires))
-    count = -(-len(top) // (tile - K.MIN_RUN_BITS))
+    count = -(-len(top) // (tile - tiling.min_run_bits))
     chunks = [top[len(top) * i // count : len(top) * (i + 1) // count] for i in range(count)]
     host = min(range(count), key=lambda i: len(chunks[i]))  # the later pass with the longest runs
     run_end = tile - len(chunks[host])
@@ -550,6 +568,7 @@ def _fusion(
     segments: list[Segment],
     i: int,
     nwires: int,
+    tiling: Tiling,
     cache: DiagonalCache | None,
     sign: float,
     done: int | None = None,
@@ -566,7 +585,7 @@ def _fusion(
     swept = sweep_block(block, nwires, cache, sign)
     if swept is None:
         return None
-    lows, highs = _layer_passes(low, nwires), _layer_passes(high, nwires)
+    lows, highs = _layer_passes(low, nwires, tiling), _layer_passes(high, nwires, tiling)
     for a in reversed(range(len(lows))):
         for b in range(len(highs)):
             if a != done and high_pass in (None, b) and _same_tiling(lows[a], highs[b]):
@@ -574,13 +593,15 @@ def _fusion(
     return None
 
 
-def _forward_fusions(segments: list[Segment], start: int, nwires: int, cache: DiagonalCache | None) -> dict[int, Fusion]:
+def _forward_fusions(
+    segments: list[Segment], start: int, nwires: int, tiling: Tiling, cache: DiagonalCache | None
+) -> dict[int, Fusion]:
     """The fusions the forward pass makes from segment ``start`` on, by the index of their first
     layer, left to right: a layer whose pass ran in one fusion may take part in the next with another pass."""
     fusions: dict[int, Fusion] = {}
     for i in range(start, len(segments)):
         previous = fusions.get(i - 2)
-        if fusion := _fusion(segments, i, nwires, cache, 1.0, previous.b if previous else None):
+        if fusion := _fusion(segments, i, nwires, tiling, cache, 1.0, previous.b if previous else None):
             fusions[i] = fusion
     return fusions
 
@@ -594,6 +615,7 @@ def forward(
     keep: np.ndarray | None = None,
     measure: Measure | None = None,
     initial: bool = True,
+    tiling: Tiling | None = None,
 ) -> np.ndarray:
     """Write the state after all segments, from |0...0⟩, into ``psi`` (2^n complex128); ``initial`` False: from
     the state psi holds (a distributed state's part after an exchange; nothing is kept then).
@@ -605,23 +627,25 @@ def forward(
     A layer, a diagonal block and a layer (a QAOA mixer, cost layer, mixer) take one pass
     fewer than one by one: a pass of each layer shares a tiling, and one sweep applies both and the
     block between them. ``measure``: the expectation is taken (and λ written) by the last sweep
-    if that applies a layer, else after it."""
+    if that applies a layer, else after it. ``tiling``: the adjoint pass's where it reads what this one keeps
+    or undoes (``expectation``); by default ``tiling_for`` the state alone."""
     traffic = traffic if traffic is not None else Traffic()
+    tiling = tiling or tiling_for(nwires, psi.itemsize)
     keeping = initial and keep is not None and keeps_last_input(segments)
     first_block = _first_block(segments, nwires, cache) if initial else None
     start = 0 if not initial or not segments or not isinstance(segments[0], ProductLayer) else 1 if first_block is None else 2
-    fusions = _forward_fusions(segments, start, nwires, cache)
+    fusions = _forward_fusions(segments, start, nwires, tiling, cache)
     if keeping and len(segments) - 3 not in fusions:
         assert keep is not None
-        forward(segments[:-1], nwires, keep, cache, traffic)
+        forward(segments[:-1], nwires, keep, cache, traffic, tiling=tiling)
         last = segments[-1]
         assert isinstance(last, ProductLayer)
-        apply_layer(last, keep, psi, nwires, traffic, measure)
+        apply_layer(last, keep, psi, nwires, traffic, measure, tiling)
         return psi
     # the first layer's first pass computes the initial state where it needs it (unless a fusion takes its only pass)
     source = None
     if 0 < start < len(segments) and isinstance(layer := segments[start], ProductLayer):
-        if len(_layer_passes(layer, nwires)) > (start in fusions):
+        if len(_layer_passes(layer, nwires, tiling)) > (start in fusions):
             source = _product_source(segments[:start], nwires, cache)
     if source is None and initial:
         _initial_state(segments[:start], nwires, psi, first_block, traffic)
@@ -634,7 +658,7 @@ def forward(
             i += 1
             continue
         fusion, previous = fusions.get(i), fusions.get(i - 2)
-        passes = _layer_passes(seg, nwires)
+        passes = _layer_passes(seg, nwires, tiling)
         run = [k for k in range(len(passes)) if not (previous and k == previous.b) and not (fusion and k == fusion.a)]
         for k in run:
             final = i == len(segments) - 1 and k == run[-1]
@@ -681,22 +705,25 @@ def expectation(
     pass; the second buffer keeps the last layer's input, and λ takes ψ's place. ψ is returned written (a value
     alone, ``keep_state``), else None (the adjoint pass overwrites it; a value alone need not write it)."""
     psi = buffer("psi", 1 << nwires)
+    tiling = tiling_for(nwires, psi.itemsize, adjoint)  # the forward pass's passes are the adjoint's
     by_level = values_by_level(nwires, masks, coefs, cache)
     if by_level is None:  # kept first: weighted cost layers proportional to it are applied from it
         cache.get(nwires, masks, coefs)
     measure = Measure(partial(cache.get, nwires, masks, coefs), write_state=keep_state and not adjoint, by_level=by_level)
     keep = None
-    if adjoint and keeps_for_adjoint(segments, nwires, cache):
+    if adjoint and keeps_for_adjoint(segments, nwires, tiling, cache):
         keep = buffer("lambda", 1 << nwires)
         measure.lam, measure.undo = psi, True
     elif adjoint:
         measure.write_state, measure.lam = True, buffer("lambda", 1 << nwires)
-    psi = forward(segments, nwires, psi, cache, traffic, keep=keep, measure=measure)
+    psi = forward(segments, nwires, psi, cache, traffic, keep=keep, measure=measure, tiling=tiling)
     if not adjoint:
         return measure.value, None, psi if keep_state else None
     phi, lam = (keep, psi) if keep is not None else (psi, measure.lam)
     assert lam is not None
-    grad = adjoint_gradient(segments, nparams, phi, lam, nwires, cache, traffic, kept=keep is not None, undone=measure.undone)
+    grad = adjoint_gradient(
+        segments, nparams, phi, lam, nwires, cache, traffic, kept=keep is not None, undone=measure.undone, tiling=tiling
+    )
     return measure.value, grad, None
 
 
@@ -790,10 +817,16 @@ def _initial_state(initial: list[Segment], nwires: int, psi: np.ndarray, block: 
 
 
 def apply_layer(
-    layer: ProductLayer, source: np.ndarray, psi: np.ndarray, nwires: int, traffic: Traffic, measure: Measure | None = None
+    layer: ProductLayer,
+    source: np.ndarray,
+    psi: np.ndarray,
+    nwires: int,
+    traffic: Traffic,
+    measure: Measure | None = None,
+    tiling: Tiling | None = None,
 ) -> None:
     """psi ← the layer applied to ``source`` (psi itself, or a buffer left as it was); ``measure`` in its last pass."""
-    passes = _layer_passes(layer, nwires)
+    passes = _layer_passes(layer, nwires, tiling or tiling_for(nwires, psi.itemsize))
     for k, p in enumerate(passes):
         measured = (measure, k) if measure is not None and k == len(passes) - 1 else None
         _layer_pass(p, source if k == 0 else psi, psi, nwires, traffic, measured=measured)
@@ -847,14 +880,16 @@ def adjoint_gradient(
     undone: tuple[int, np.ndarray] | None = None,
     from_zero: bool = True,
     through: bool = False,
+    tiling: Tiling | None = None,
 ) -> np.ndarray:
     """d⟨H⟩/dθ for every parameter: λ = Hψ, φ = ψ on entry (both are overwritten), or, if ``kept``,
     φ = the state at the last segment's input (``forward(..., keep=φ)``) and λ = Hψ with the last
     layer's pass ``undone[0]`` (if not None) undone, its moments taken (``Measure.undone``).
     A distributed state's part between exchanges: ``from_zero`` False where the segments did not start from
     |0...0⟩ (φ is then never recomputed from a prefix), ``through``: every segment undone on φ and λ (earlier
-    parts have parameters)."""
+    parts have parameters). ``tiling``: the forward pass's where ``kept``; by default ``tiling_for`` φ and λ."""
     traffic = traffic if traffic is not None else Traffic()
+    tiling = tiling or tiling_for(nwires, phi.itemsize, adjoint=True)
     grad = np.zeros(nparams)
     first_needed = 0 if through else _first_with_parameters(segments)
     i = len(segments) - 1
@@ -868,25 +903,26 @@ def adjoint_gradient(
             last_done = None  # the pass the forward's last sweep undid on λ
             if undone is not None:
                 last_done, moments = undone
-                _add_moments(grad, _layer_passes(seg, nwires)[last_done], moments)
-            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, cache, last_done)):
-                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, cache, traffic, grad, first_needed, last_done)
+                _add_moments(grad, _layer_passes(seg, nwires, tiling)[last_done], moments)
+            if from_zero and (fusion := _adjoint_fusion(segments, i, first_needed, nwires, tiling, cache, last_done)):
+                i = _fused_adjoint(segments, i, fusion, phi, lam, nwires, tiling, cache, traffic, grad, first_needed, last_done)
                 continue  # (done stays None: _fused_adjoint undoes every pass it takes)
-            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, traffic, grad, skip=last_done, at_input=at_input)
+            _, took_block = _layer_adjoint_lambda(seg, phi, lam, nwires, tiling, traffic, grad, skip=last_done, at_input=at_input)
         elif isinstance(seg, ProductLayer) and undo and from_zero and _cheap_prefix(segments[:i]):
-            refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic)
+            refill = partial(forward, segments[:i], nwires, cache=cache, traffic=traffic, tiling=tiling)
             source = _product_source(segments[:i], nwires, cache)
             _, took_block = _layer_adjoint_lambda(
-                seg, phi, lam, nwires, traffic, grad, refill, source, skip=done, at_input=at_input
+                seg, phi, lam, nwires, tiling, traffic, grad, refill, source, skip=done, at_input=at_input
             )
             if source is not None and i - (2 if took_block else 1) >= first_needed:
                 refill(phi)  # segments before it read φ
-        elif isinstance(seg, ProductLayer) and (fusion := _both_fusion(segments, i, first_needed, nwires, cache, done)):
-            done = _fused_layer_adjoint(segments, i, fusion, phi, lam, nwires, traffic, grad, through or i - 2 != first_needed, done)
+        elif isinstance(seg, ProductLayer) and (fusion := _both_fusion(segments, i, first_needed, nwires, tiling, cache, done)):
+            undo_low = through or i - 2 != first_needed
+            done = _fused_layer_adjoint(segments, i, fusion, phi, lam, nwires, tiling, traffic, grad, undo_low, done)
             i -= 2 if done is not None else 3
             continue
         elif isinstance(seg, ProductLayer):
-            _layer_adjoint(seg, phi, lam, nwires, traffic, grad, undo, skip=done)
+            _layer_adjoint(seg, phi, lam, nwires, tiling, traffic, grad, undo, skip=done)
         elif isinstance(seg, DiagonalBlock):
             _diagonal_adjoint(seg, phi, lam, nwires, cache, traffic, grad, undo)
         elif isinstance(seg, Dense):
@@ -907,7 +943,7 @@ def _first_with_parameters(segments: list[Segment]) -> int:
     return next((i for i, seg in enumerate(segments) if has_parameters(seg)), len(segments))
 
 
-def keeps_for_adjoint(segments: list[Segment], nwires: int, cache: DiagonalCache | None) -> bool:
+def keeps_for_adjoint(segments: list[Segment], nwires: int, tiling: Tiling, cache: DiagonalCache | None) -> bool:
     """Whether the adjoint pass reads the last layer's input kept by the forward pass (``keeps_last_input``):
     not where one sweep can undo a pass of that layer, the block before it and a pass of the layer before that
     on φ and λ (``_both_fusion``), the layers take two passes or more (each then takes part in two such sweeps:
@@ -918,8 +954,8 @@ def keeps_for_adjoint(segments: list[Segment], nwires: int, cache: DiagonalCache
     last = len(segments) - 1
     layer = segments[last]
     assert isinstance(layer, ProductLayer)
-    chain = _both_fusion(segments, last, _first_with_parameters(segments), nwires, cache)
-    return chain is None or len(_layer_passes(layer, nwires)) < 2 or _cheap_prefix(segments[: last - 2])
+    chain = _both_fusion(segments, last, _first_with_parameters(segments), nwires, tiling, cache)
+    return chain is None or len(_layer_passes(layer, nwires, tiling)) < 2 or _cheap_prefix(segments[: last - 2])
 
 
 def _block_at_input(
@@ -950,6 +986,7 @@ def _adjoint_fusion(
     i: int,
     first_needed: int,
     nwires: int,
+    tiling: Tiling,
     cache: DiagonalCache | None,
     done: int | None,
 ) -> Fusion | None:
@@ -963,9 +1000,9 @@ def _adjoint_fusion(
     last = segments[i]
     assert isinstance(last, ProductLayer)
     fusion = None
-    if done is not None and len(_layer_passes(last, nwires)) == 2:
-        fusion = _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=1 - done)
-    fusion = fusion or _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=done)
+    if done is not None and len(_layer_passes(last, nwires, tiling)) == 2:
+        fusion = _fusion(segments, i - 2, nwires, tiling, cache, -1.0, high_pass=1 - done)
+    fusion = fusion or _fusion(segments, i - 2, nwires, tiling, cache, -1.0, high_pass=done)
     return fusion if fusion is not None and fusion.block.param is not None else None
 
 
@@ -976,6 +1013,7 @@ def _fused_adjoint(
     phi: np.ndarray,
     lam: np.ndarray,
     nwires: int,
+    tiling: Tiling,
     cache: DiagonalCache | None,
     traffic: Traffic,
     grad: np.ndarray,
@@ -992,16 +1030,16 @@ def _fused_adjoint(
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
     nthreads = K.threads()
     carried, p = fusion.high, fusion.low
-    left = [k for k in range(len(_layer_passes(high, nwires))) if k not in (done, fusion.b)]
+    left = [k for k in range(len(_layer_passes(high, nwires, tiling))) if k not in (done, fusion.b)]
     carried_out = None
     if fusion.b == done:  # its moments taken: nothing of layer i is left to the sweep
-        _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, skip=done)
+        _layer_adjoint_lambda(high, phi, lam, nwires, tiling, traffic, grad, skip=done)
         carried_args: tuple = NO_CARRIED
     elif not left:  # the sweep undoes the last pass of layer i on λ, its moments after
         carried_out = np.zeros((nthreads, len(carried.params)))
         carried_args = (carried.tile_bits, carried.generators, carried_out, _inverses(carried.mats))
     else:  # undone first, the sweep takes its moments
-        carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, traffic, grad, first=fusion.b, skip=done)
+        carried_out, _ = _layer_adjoint_lambda(high, phi, lam, nwires, tiling, traffic, grad, first=fusion.b, skip=done)
         carried_args = (carried.tile_bits, carried.generators, carried_out, carried.mats[:0])
     out, sums = np.zeros((nthreads, len(p.params))), np.zeros((nthreads, 2))
     _adjoint_sweep(
@@ -1022,12 +1060,14 @@ def _fused_adjoint(
     _add_block_moments(grad, block, fusion.block, sums)
     source = _product_source(segments[: i - 2], nwires, cache)  # layer i - 2's input, computed where needed
     if source is None:
-        forward(segments[: i - 2], nwires, phi, cache, traffic)  # or written into φ
+        forward(segments[: i - 2], nwires, phi, cache, traffic, tiling=tiling)  # or written into φ
     at_input = _block_at_input(segments, i - 2, first_needed, nwires, cache)
-    _, took_block = _layer_adjoint_lambda(low, phi, lam, nwires, traffic, grad, source=source, skip=fusion.a, at_input=at_input)
+    _, took_block = _layer_adjoint_lambda(
+        low, phi, lam, nwires, tiling, traffic, grad, source=source, skip=fusion.a, at_input=at_input
+    )
     following = i - 4 if took_block else i - 3
     if source is not None and following >= first_needed:
-        forward(segments[: i - 2], nwires, phi, cache, traffic)  # segments before it read φ
+        forward(segments[: i - 2], nwires, phi, cache, traffic, tiling=tiling)  # segments before it read φ
     return following
 
 
@@ -1086,6 +1126,7 @@ def _layer_adjoint(
     phi: np.ndarray,
     lam: np.ndarray,
     nwires: int,
+    tiling: Tiling,
     traffic: Traffic,
     grad: np.ndarray,
     undo: bool,
@@ -1093,7 +1134,7 @@ def _layer_adjoint(
 ) -> None:
     """Moments of the layer's gates, undoing it on φ and λ (unless ``undo`` is False); ``skip``: passes done elsewhere."""
     skipped = skip if isinstance(skip, tuple) else (skip,)
-    for k, p in enumerate(_layer_passes(seg, nwires)):
+    for k, p in enumerate(_layer_passes(seg, nwires, tiling)):
         if k not in skipped:
             _pass_adjoint(p, phi, lam, traffic, grad, undo)
 
@@ -1142,7 +1183,13 @@ def _pass_adjoint(
 
 
 def _both_fusion(
-    segments: list[Segment], i: int, first_needed: int, nwires: int, cache: DiagonalCache | None, done: int | None = None
+    segments: list[Segment],
+    i: int,
+    first_needed: int,
+    nwires: int,
+    tiling: Tiling,
+    cache: DiagonalCache | None,
+    done: int | None = None,
 ) -> Fusion | None:
     """The fusion of layer i - 2, the block and layer i for an adjoint pass that undoes all three on φ and λ,
     when the block's moments follow from a sweep's sums (or it has no parameter); ``done``: a pass of layer i
@@ -1152,8 +1199,8 @@ def _both_fusion(
     layer = segments[i]
     if not isinstance(layer, ProductLayer):
         return None
-    for b in range(len(_layer_passes(layer, nwires))):
-        if b != done and (fusion := _fusion(segments, i - 2, nwires, cache, -1.0, high_pass=b)) is not None:
+    for b in range(len(_layer_passes(layer, nwires, tiling))):
+        if b != done and (fusion := _fusion(segments, i - 2, nwires, tiling, cache, -1.0, high_pass=b)) is not None:
             return fusion if fusion.block.param is not None else None
     return None
 
@@ -1165,6 +1212,7 @@ def _fused_layer_adjoint(
     phi: np.ndarray,
     lam: np.ndarray,
     nwires: int,
+    tiling: Tiling,
     traffic: Traffic,
     grad: np.ndarray,
     undo_low: bool,
@@ -1177,8 +1225,8 @@ def _fused_layer_adjoint(
     chain through the layers), else None."""
     high, block, low = segments[i], segments[i - 1], segments[i - 2]
     assert isinstance(high, ProductLayer) and isinstance(block, DiagonalBlock) and isinstance(low, ProductLayer)
-    _layer_adjoint(high, phi, lam, nwires, traffic, grad, True, skip=(fusion.b, done))
-    others = len(_layer_passes(low, nwires)) > 1
+    _layer_adjoint(high, phi, lam, nwires, tiling, traffic, grad, True, skip=(fusion.b, done))
+    others = len(_layer_passes(low, nwires, tiling)) > 1
     sums = _pass_adjoint(fusion.low, phi, lam, traffic, grad, undo_low or others, after=(fusion.block, fusion.high))
     assert sums is not None
     _add_block_moments(grad, block, fusion.block, sums)
@@ -1190,6 +1238,7 @@ def _layer_adjoint_lambda(
     phi: np.ndarray,
     lam: np.ndarray,
     nwires: int,
+    tiling: Tiling,
     traffic: Traffic,
     grad: np.ndarray,
     refill: Callable[[np.ndarray], object] | None = None,
@@ -1210,7 +1259,7 @@ def _layer_adjoint_lambda(
     diagonal block right before the layer, the first with parameters: its moments are taken in the
     last pass, at the layer's input (returns True then)."""
     nthreads = K.threads()
-    passes = _layer_passes(seg, nwires)
+    passes = _layer_passes(seg, nwires, tiling)
     outs = [np.zeros((nthreads, len(p.params))) for p in passes]
     sums = np.zeros((nthreads, 2))
 
