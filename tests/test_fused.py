@@ -668,19 +668,19 @@ def test_swept_cost_layers_match_the_trigonometric_path(weighted, values):
 
 # The tile bits tiling_for gives, by (bytes an amplitude, for an adjoint pass); 2^TILE_BITS up to 24 wires.
 TILES = {
-    (16, False): {25: 16, 26: 16, 28: 17, 30: 18, 31: 19, 36: 19},
-    (16, True): {25: 16, 26: 16, 28: 16, 30: 17, 31: 18, 36: 19},  # runs of 16 amplitudes from 28 wires
-    (8, False): {25: 16, 26: 16, 28: 17, 30: 18, 31: 19, 36: 19},
-    (8, True): {25: 16, 26: 16, 28: 17, 30: 18, 31: 18, 36: 19},  # runs of 32 amplitudes at 31
+    (16, False): {25: 16, 26: 16, 27: 17, 28: 17, 29: 18, 30: 18, 31: 19, 36: 19},
+    (16, True): {25: 16, 26: 16, 27: 16, 28: 16, 29: 18, 30: 18, 31: 19, 36: 19},  # 2 MiB of tiles: runs of 32, 16
+    (8, False): {25: 16, 26: 16, 27: 17, 28: 17, 29: 18, 30: 18, 31: 19, 36: 19},
+    (8, True): {25: 16, 26: 16, 27: 17, 28: 17, 29: 18, 30: 18, 31: 19, 36: 19},
 }
 
 
 @pytest.mark.parametrize("itemsize,adjoint", list(TILES))
-@pytest.mark.parametrize("n", [3, 15, 16, 19, 22, 24, 25, 26, 28, 30, 31, 36])
+@pytest.mark.parametrize("n", [3, 15, 16, 19, 22, 24, 25, 26, 27, 28, 29, 30, 31, 36])
 def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n, itemsize, adjoint):
     """The tiling of a product layer: each wire's gate in exactly one pass, every tile 2^TILE_BITS
     amplitudes at most up to 24 wires, then as large as two passes need (up to 2^MAX_TILE_BITS), with
-    runs of 2^MIN_RUN_BITS or more, or of MIN_RUN_BYTES where an adjoint sweep's tiles would outgrow
+    runs of 2^MIN_RUN_BITS or more, or of 2^ADJOINT_RUN_BITS where that keeps an adjoint sweep's tiles to
     ADJOINT_TILES_BYTES; no gate pairing amplitudes closer than 2^SPECTATORS in a multi-tile state (but in runs
     of 16 amplitudes, whose spectators' gates pair amplitudes 2 and 4 apart: the kernels' scalar loop)."""
     from qbackends.fused import engine
@@ -693,7 +693,8 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n, itemsize, adjoin
     seen = []
     for run_bits, high, rest, transposed, _, tile_bits, _, params, _ in engine._layer_passes(layer, n, tiling):
         assert run_bits + high.size <= tile and run_bits + high.size + rest.size == n
-        assert transposed or not rest.size or (1 << run_bits) * itemsize >= min(kernels.MIN_RUN_BYTES, itemsize << kernels.MIN_RUN_BITS)
+        shortest = kernels.ADJOINT_RUN_BITS.get(itemsize, kernels.MIN_RUN_BITS) if adjoint else kernels.MIN_RUN_BITS
+        assert transposed or not rest.size or run_bits >= shortest
         for tb, p in zip(tile_bits, params, strict=True):
             if transposed:
                 bit = int(high[tb]) if tb < high.size else int(tb) - high.size
@@ -704,7 +705,7 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n, itemsize, adjoin
             if n > kernels.TILE_BITS:  # runs of 2^4 hold the spectators' gates at tile bits 1-3
                 assert tb >= (kernels.SPECTATORS if transposed else min(kernels.SPECTATORS, run_bits - kernels.SPECTATORS))
     assert sorted(seen) == list(range(n))
-    passes = {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 25: 2, 26: 2, 28: 2, 30: 2, 31: 2, 36: 3}
+    passes = {3: 1, 15: 1, 16: 2, 19: 2, 22: 2, 24: 2, 25: 2, 26: 2, 27: 2, 28: 2, 29: 2, 30: 2, 31: 2, 36: 3}
     assert len(engine._layer_passes(layer, n, tiling)) == passes[n]
 
 

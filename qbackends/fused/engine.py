@@ -379,19 +379,21 @@ def tiling_for(nwires: int, itemsize: int = 16, adjoint: bool = False) -> Tiling
     """The tiling of a state of ``nwires`` with amplitudes of ``itemsize`` bytes; ``adjoint``: for the sweeps of an
     adjoint pass, which hold φ's tiles and λ's. Tiles of 2^TILE_BITS amplitudes (in L2); above 24 wires, where a
     layer would take a third pass over the state, the smallest tile that keeps it to two, with runs of
-    2^MIN_RUN_BITS, up to 2^MAX_TILE_BITS; where an adjoint sweep's tiles then outgrow ADJOINT_TILES_BYTES, as small
-    as runs of MIN_RUN_BYTES allow. At 28 wires c128 a gradient in 2^16 tiles (runs of 16 amplitudes) took 7.1-7.5 s
-    against 7.8-8.7 s in 2^17 (runs of 64). Not for one state's sweeps: at 30 wires c128 an energy in 2^17 tiles took
-    13.0-13.4 s against 12.0-12.3 s in 2^18, at 28 wires 7.1-7.2 s in 2^16 against 6.4-6.6 s."""
+    2^MIN_RUN_BITS, up to 2^MAX_TILE_BITS; where an adjoint sweep's tiles then outgrow ADJOINT_TILES_BYTES but runs of
+    2^ADJOINT_RUN_BITS would keep them to it, tiles of that size. A c128 gradient so (this Intel machine, old and
+    new tiling in alternating processes): 27 wires 3.2-3.3 s against 3.7-3.8 s, 28 wires 7.1-7.5 s against
+    7.8-8.7 s. Smaller tiles that still outgrow it lost: 29 wires in 2^17 (runs of 32) 17.8-18.3 s against
+    17.2-17.5 s in 2^18; so did c64's shorter runs (29 wires, runs of 32: 9.2-9.6 s against 8.8-8.9 s), and one
+    state's sweeps in smaller tiles (an energy at 30 wires c128 in 2^17: 13.0-13.4 s against 12.0-12.3 s)."""
 
     def two_passes(run_bits: int) -> int:
         return -(-(nwires + run_bits) // 2)
 
     bits, run_bits = two_passes(K.MIN_RUN_BITS), K.MIN_RUN_BITS
     fits = (K.ADJOINT_TILES_BYTES // (2 * itemsize)).bit_length() - 1
-    if adjoint and bits > fits:
-        run_bits = min(K.MIN_RUN_BITS, (K.MIN_RUN_BYTES // itemsize).bit_length() - 1)
-        bits = max(fits, two_passes(run_bits))
+    short = K.ADJOINT_RUN_BITS.get(itemsize, K.MIN_RUN_BITS)
+    if adjoint and bits > fits >= two_passes(short):
+        bits, run_bits = fits, short
     return Tiling(min(max(K.TILE_BITS, bits), max(K.TILE_BITS, K.MAX_TILE_BITS)), run_bits)
 
 
