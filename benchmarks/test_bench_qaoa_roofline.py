@@ -13,6 +13,7 @@ prints both.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 import tracemalloc
@@ -121,6 +122,8 @@ def test_qaoa_roofline(benchmark, nodes, weighted, precisions):
     """fused.qubit's value + gradient and energy at each precision, against lightning (22 wires;
     fused alone above), with the fraction of copy bandwidth it reaches and its peak memory."""
     moved, peaks, candidates = {}, {}, {}
+    state_bytes = max(AMPLITUDE_BYTES[p] for p in precisions) << nodes
+    bandwidth = copy_bandwidth(state_bytes)  # before the devices: at 30 wires its 2 GiB would not fit beside them
     for precision in precisions:
         moved[precision], peaks[precision], steps = _fused_steps(nodes, weighted, precision)
         candidates.update({f"{_name(precision)}: {kind}": step for kind, step in steps.items()})
@@ -140,12 +143,13 @@ def test_qaoa_roofline(benchmark, nodes, weighted, precisions):
         if name.endswith("value+gradient"):
             step()
     benchmark.group = f"QAOA p=2, qml.qaoa layers{', weighted' if weighted else ''}"
-    state_bytes = max(AMPLITUDE_BYTES[p] for p in precisions) << nodes
-    bandwidth = copy_bandwidth(state_bytes)
     # fused.qubit's steps are short: three in a row per round, as an optimiser runs them (the medians
     # then rest on 15 of its steps and 5 of each lightning's at 22 wires)
     fused_runs = {name: 3 for name in candidates if name.startswith(FUSED)}
     medians = interleaved_medians(benchmark, candidates, rounds=5 if nodes <= 22 else 2, consecutive=fused_runs)
+    candidates.clear()  # the devices go: the copy after the rounds takes their room
+    steps.clear()
+    gc.collect()
     bandwidth = (bandwidth + copy_bandwidth(state_bytes)) / 2  # before and after the rounds
     label = f"{nodes} nodes{' weighted' if weighted else ''}"
     kinds = ("value+gradient", "energy")  # bench report: a table per kind, the roofline column from bytes_moved
