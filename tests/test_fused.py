@@ -286,7 +286,12 @@ def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, max_ti
     monkeypatch.setattr(kernels, "MIN_RUN_BITS", 6)
     n = 12
     assert len(engine._layer_passes(ProductLayer({w: (np.eye(2), w, 1, 1.0) for w in range(n)}), n, engine.tiling_for(n))) == passes
-    graph = qaoa.random_graph(n, 18, seed=5)
+    _assert_qaoa_as_lightnings(qaoa.random_graph(n, 18, seed=5), n, layers)
+
+
+def _assert_qaoa_as_lightnings(graph, n, layers):
+    """A QAOA's energy and gradient as lightning.qubit's, and the Jacobian of it with a second expectation (the
+    forward pass then not fused with the adjoint pass)."""
     cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, layers)
     params = random_params((2, layers), seed=layers)
 
@@ -714,8 +719,7 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n, itemsize, adjoin
 def test_an_adjoint_pass_in_smaller_tiles_than_the_energys(monkeypatch, layers, weighted):
     """Where an adjoint sweep's tiles would outgrow ADJOINT_TILES_BYTES (28 wires at c128), a gradient step tiles
     its forward pass as its adjoint pass (which reads what the forward pass kept and undid), in smaller tiles than
-    an energy alone takes: both as lightning's, also with a second expectation (the forward pass then not fused
-    with the adjoint) and in a QAOA of four layers (the adjoint's chained sweeps)."""
+    an energy alone takes: both as lightning's, also in a QAOA of four layers (the adjoint's chained sweeps)."""
     from qbackends.fused import engine
 
     monkeypatch.setattr(kernels, "TILE_BITS", 7)
@@ -728,24 +732,7 @@ def test_an_adjoint_pass_in_smaller_tiles_than_the_energys(monkeypatch, layers, 
     if weighted:
         rng = np.random.default_rng(3)
         graph = qaoa.Graph(n, tuple((u, v, float(rng.uniform(0.5, 2.0))) for u, v, _ in graph.edges))
-    cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, layers)
-    params = random_params((2, layers), seed=layers)
-
-    def energy(p):
-        ansatz(p)
-        return qml.expval(cost)
-
-    def two(p):
-        ansatz(p)
-        return qml.expval(cost), qml.expval(qml.Z(0) @ qml.Z(5))
-
-    _assert_same(*_pair(energy, n), params)
-    ours, reference = _pair(two, n)
-    np.testing.assert_allclose(
-        qml.jacobian(lambda p: qml.math.stack(ours(p)))(params),
-        qml.jacobian(lambda p: qml.math.stack(reference(p)))(params),
-        atol=1e-10,
-    )
+    _assert_qaoa_as_lightnings(graph, n, layers)
 
 
 @pytest.mark.parametrize(

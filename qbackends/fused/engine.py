@@ -380,11 +380,9 @@ def tiling_for(nwires: int, itemsize: int = 16, adjoint: bool = False) -> Tiling
     adjoint pass, which hold φ's tiles and λ's. Tiles of 2^TILE_BITS amplitudes (in L2); above 24 wires, where a
     layer would take a third pass over the state, the smallest tile that keeps it to two, with runs of
     2^MIN_RUN_BITS, up to 2^MAX_TILE_BITS; where an adjoint sweep's tiles then outgrow ADJOINT_TILES_BYTES but runs of
-    2^ADJOINT_RUN_BITS would keep them to it, tiles of that size. A c128 gradient so (this Intel machine, old and
-    new tiling in alternating processes): 27 wires 3.2-3.3 s against 3.7-3.8 s, 28 wires 7.1-7.5 s against
-    7.8-8.7 s. Smaller tiles that still outgrow it lost: 29 wires in 2^17 (runs of 32) 17.8-18.3 s against
-    17.2-17.5 s in 2^18; so did c64's shorter runs (29 wires, runs of 32: 9.2-9.6 s against 8.8-8.9 s), and one
-    state's sweeps in smaller tiles (an energy at 30 wires c128 in 2^17: 13.0-13.4 s against 12.0-12.3 s)."""
+    2^ADJOINT_RUN_BITS would keep them to it, tiles of that size: a c128 gradient at 27 and 28 wires took 0.85-0.9x
+    the time so. Smaller tiles that still outgrow it, c64's shorter runs and one state's sweeps in smaller tiles
+    lost (3-10 %; docs/benchmarks.md)."""
 
     def two_passes(run_bits: int) -> int:
         return -(-(nwires + run_bits) // 2)
