@@ -25,6 +25,7 @@ import pytest
 from conftest import busy_process, interleaved_medians, record_note, record_seconds, skip_reason
 
 from qbackends import get_device
+from qbackends.fused import engine, kernels
 from qbackends.fused.kernels import copy as _copy
 from qbackends.workloads import qaoa
 
@@ -221,6 +222,40 @@ def test_deep_qaoa_gradient_per_layer(benchmark, busy):
             f"{passes[name]:.1f} state passes{added}; {seconds / layers * 1e3:.1f} ms a layer; "
             f"x{seconds / medians[backend + f'p={DEEP_LAYERS[0]}']:.2f} of p={DEEP_LAYERS[0]}'s time",
         )
+
+
+def _with_adjoint_runs(step, runs: dict[int, int]):
+    """``step`` run with ``kernels.ADJOINT_RUN_BITS`` set to ``runs`` (the rule engine.tiling_for reads at each call)."""
+
+    def run():
+        saved = kernels.ADJOINT_RUN_BITS
+        kernels.ADJOINT_RUN_BITS = runs
+        try:
+            return step()
+        finally:
+            kernels.ADJOINT_RUN_BITS = saved
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("busy", [False, True], ids=["quiet", "beside-one-busy-process"])
+@pytest.mark.parametrize("nodes", [27, 28])
+def test_adjoint_tiling(benchmark, nodes, busy):
+    """The c128 value + gradient at 27 and 28 nodes with the adjoint's tiling (2^16 tiles, runs of 16, where φ's and λ's
+    tiles then fit ADJOINT_TILES_BYTES) against the tiling it replaced (2^17 tiles, runs of 64), on one device,
+    interleaved, quiet and beside one busy process; the same gradient either way."""
+    label = "beside one busy process" if busy else "quiet"
+    gradient, _ = user_circuit(get_device(FUSED, wires=nodes), nodes, False)
+    steps = {"2^16 tiles, runs of 16": gradient, "2^17 tiles, runs of 64": _with_adjoint_runs(gradient, {})}
+    assert engine.tiling_for(nodes, 16, adjoint=True).bits == 16
+    np.testing.assert_allclose(*(np.asarray(step()) for step in steps.values()), atol=1e-12)
+    benchmark.group = f"QAOA adjoint tiling, {nodes} nodes c128, {label}"
+    with busy_process(busy):
+        medians = interleaved_medians(benchmark, steps, rounds=3)
+    for name, seconds in medians.items():
+        other = next(t for n, t in medians.items() if n != name)
+        record_seconds(f"qaoa adjoint tiling: {nodes} nodes c128 value+gradient, {label}", name, seconds, f"x{seconds / other:.2f} of the other")
 
 
 QOKIT_P6_28_SECONDS = 11.5  # QOKit's benchmark notebook: a p=6 objective at 28 qubits, 48-core Xeon, c128

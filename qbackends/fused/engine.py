@@ -404,7 +404,8 @@ def _layer_passes(layer: ProductLayer, nwires: int, tiling: Tiling) -> list[Pass
     The first pass takes contiguous tiles, the gates on the bits below T except SPECTATORS of them,
     which it puts at the bottom of its tiles ("transposed"): no gate pairs amplitudes closer than
     2^SPECTATORS apart. The later pass with the longest runs takes the spectators' gates, inside
-    its runs. 22 wires take two passes, with runs of 2^8; 30 wires two, in tiles of 2^18.
+    its runs (runs of 2^4 pair amplitudes 2 and 4 apart there: the kernels' scalar loop). 22 wires take
+    two passes, with runs of 2^8; 30 wires two, in tiles of 2^18.
     """
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
     tile = tiling.bits
