@@ -19,7 +19,7 @@ namespace qb {
 namespace {
 
 constexpr u64 TRANSPOSE_BYTES = 16384;  // transposed tiles (a first pass's) move 16 KiB at a time, through L1
-constexpr u64 SUBTILE_BYTES = 32768;    // four split buffers of an L1-sized block
+constexpr u64 SUBTILE_BYTES = 32768;    // an L1-sized block of the split buffers a sweep touches
 constexpr int PAIR_MIN_BIT = 3;          // gates on bits below pair badly: runs shorter than a vector
 constexpr u64 PARALLEL_AMPLITUDES = u64(1) << 14;  // below, one thread: waking others costs more than it saves
 
@@ -394,18 +394,21 @@ double undo_with_moment(T* pre, T* pim, T* lre, T* lim, u64 size, int bit, const
     return acc;
 }
 
+// An L1-sized block of the split buffers a sweep touches (two: a gate sweep; four: φ's and λ's, its moments)
+// holds 2^this amplitudes. Gate sweeps in blocks of 2^11 c128 amplitudes took 0.88x the time of 2^10 on tiles
+// of 2^15 and 2^17 (blocks of 2^12 1.2x): docs/fused.md.
 template <class T>
-constexpr int subtile_bits() {  // an L1-sized block of four split buffers holds 2^this amplitudes
+constexpr int subtile_bits(int buffers) {
     int bits = 0;
-    while ((4 * sizeof(T)) << (bits + 1) <= SUBTILE_BYTES) ++bits;
+    while ((u64(buffers) * sizeof(T)) << (bits + 1) <= SUBTILE_BYTES) ++bits;
     return bits;
 }
 
 template <class T>
-inline u64 inner_count(const Gates<T>& g, u64 width) {  // leading gates (by tile bit) inside an L1-sized block
-    if (width <= (u64(1) << subtile_bits<T>())) return g.count;
+inline u64 inner_count(const Gates<T>& g, u64 width, int buffers) {  // leading gates (by tile bit) inside an L1-sized block
+    if (width <= (u64(1) << subtile_bits<T>(buffers))) return g.count;
     u64 count = 0;
-    while (count < g.count && g.tile_bits[count] < subtile_bits<T>()) ++count;
+    while (count < g.count && g.tile_bits[count] < subtile_bits<T>(buffers)) ++count;
     return count;
 }
 
@@ -413,8 +416,8 @@ inline u64 inner_count(const Gates<T>& g, u64 width) {  // leading gates (by til
 // the outer ones, so that no gate takes a sweep alone (at about half a paired gate's rate; outer pairs, in L2,
 // run as fast as inner ones in L1: 14 gates on a 2^17 tile, 0.111 against 0.126 ns per amplitude and gate).
 template <class T>
-inline u64 paired_inner_count(const Gates<T>& g, u64 width) {
-    const u64 count = inner_count(g, width);
+inline u64 paired_inner_count(const Gates<T>& g, u64 width, int buffers) {
+    const u64 count = inner_count(g, width, buffers);
     return count % 2 && (g.count - count) % 2 ? count - 1 : count;
 }
 
@@ -530,9 +533,9 @@ double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner) {
 template <class T>
 void apply_gates(T* re, T* im, u64 width, const Gates<T>& g, const cplx<T>* mats) {
     if (!g.count) return;
-    const u64 inner = paired_inner_count(g, width);
+    const u64 inner = paired_inner_count(g, width, 2);
     const double factor = scaled_factor(g, mats, inner);
-    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(2));
     for (u64 block = 0; block < width; block += subtile) apply_range(re + block, im + block, subtile, g, mats, 0, inner, factor);
     apply_range(re, im, width, g, mats, inner, g.count, factor);
 }
@@ -583,8 +586,8 @@ void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 s
 template <class T>
 void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out) {
     if (!g.count) return;
-    const u64 inner = paired_inner_count(g, width);
-    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+    const u64 inner = paired_inner_count(g, width, 4);
+    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(4));
     for (u64 block = 0; block < width; block += subtile)
         moments_range(pre + block, pim + block, lre + block, lim + block, subtile, g, out, 0, inner);
     moments_range(pre, pim, lre, lim, width, g, out, inner, g.count);
@@ -934,8 +937,8 @@ void product_state(cplx<T>* psi, u64 n, int low_bits, const cplx<double>* low_ve
 // Gates' moments and undoing on φ and λ, over a tile: row[i] += Im<λ|P_i|φ> taken before U_i† (gates in turn).
 template <class T>
 void undo_gates_with_moments(T* pre, T* pim, T* lre, T* lim, u64 width, const Gates<T>& inverses, double* row) {
-    const u64 inner = inner_count(inverses, width);
-    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>());
+    const u64 inner = inner_count(inverses, width, 4);
+    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(4));
     for (u64 block = 0; block < width; block += subtile)
         for (u64 i = 0; i < inner; ++i)
             row[i] += undo_with_moment(pre + block, pim + block, lre + block, lim + block, subtile, int(inverses.tile_bits[i]),
