@@ -271,6 +271,39 @@ def test_qaoa_matches_lightning(nodes, layers, weighted):
     _assert_same(*_pair(circuit, nodes), random_params((2, layers), seed=nodes + layers))
 
 
+@pytest.mark.parametrize("precision,tol", [("c128", 1e-10), ("c64", 2e-6)])
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("n,tile_bits", [(17, None), (20, 18)])
+def test_rotations_on_any_subset_of_wires_as_lightning(monkeypatch, precision, tol, seed, n, tile_bits):
+    """Layers of RX and RY on random subsets of the wires, with angles either side of π/2 (both scaled forms of a
+    rotation), between cost layers: the state and an adjoint gradient as lightning.qubit's. A pass sweeps the gates
+    on its tiles' high bits one or two at a time (17 wires: tiles of 2^15), or three (20 wires in tiles of 2^18)."""
+    if tile_bits:
+        monkeypatch.setattr(kernels, "TILE_BITS", tile_bits)
+    rng = np.random.default_rng(seed)
+    layers = [[(int(w), rng.choice(["RX", "RY"])) for w in np.flatnonzero(rng.random(n) < 0.7)] for _ in range(3)]
+    params = qml.numpy.array(rng.uniform(-2 * np.pi, 2 * np.pi, sum(len(layer) for layer in layers)), requires_grad=True)
+
+    def circuit(p, measure):
+        for w in range(n):
+            qml.Hadamard(w)
+        k = 0
+        for layer in layers:
+            for w in range(n - 1):
+                qml.IsingZZ(0.3 + 0.1 * w, wires=[w, w + 1])
+            for w, name in layer:
+                getattr(qml, name)(p[k], wires=w)
+                k += 1
+        return measure()
+
+    ours, reference = get_device(FUSED, wires=n, precision=precision), qml.device("lightning.qubit", wires=n)
+    states = [qml.QNode(circuit, device, diff_method=None)(params, qml.state) for device in (ours, reference)]
+    np.testing.assert_allclose(*states, atol=tol, rtol=0)
+    energy = lambda: qml.expval(qml.sum(*(qml.PauliZ(w) @ qml.PauliZ(w + 1) for w in range(n - 1))))  # noqa: E731
+    gradients = [qml.grad(lambda p, d=device: qml.QNode(circuit, d, diff_method="adjoint")(p, energy))(params) for device in (ours, reference)]
+    np.testing.assert_allclose(*gradients, atol=tol * n, rtol=0)
+
+
 @pytest.mark.parametrize("tile_bits,max_tile_bits,passes", [(8, 8, 3), (7, 7, 6), (7, 9, 2)])
 @pytest.mark.parametrize("layers", [2, 3])
 def test_adjoint_pass_orders_in_many_tiled_passes(monkeypatch, tile_bits, max_tile_bits, passes, layers):

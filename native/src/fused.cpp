@@ -421,11 +421,11 @@ inline u64 paired_inner_count(const Gates<T>& g, u64 width, int buffers) {
     return count % 2 && (g.count - count) % 2 ? count - 1 : count;
 }
 
+// x with a zero bit put in at the bit of ``step`` (a power of two).
+inline u64 insert_zero(u64 x, u64 step) { return ((x & ~(step - 1)) << 1) | (x & (step - 1)); }
+
 // The first amplitude of quadruple number q0 (a multiple of step1): q0 with zero bits put in at the two gates' bits.
-inline u64 quad_start(u64 q0, u64 step1, u64 step2) {
-    const u64 low = step1 - 1, mid = (step2 >> 1) - 1;
-    return ((q0 & ~mid) << 2) | ((q0 & mid & ~low) << 1);
-}
+inline u64 quad_start(u64 q0, u64 step1, u64 step2) { return insert_zero(insert_zero(q0, step1), step2); }
 
 template <u64 N, class T>
 void rx_pair_of_lanes(T* re, T* im, u64 size, u64 step1, u64 step2, T c1, T s1, T c2, T s2) {
@@ -483,47 +483,89 @@ inline Scaled scaled_rx(const cplx<T>* m) {
     return {c / s, false, s};
 }
 
-template <class T>
-inline bool pairs_at(const Gates<T>& g, const cplx<T>* mats, u64 i, u64 last) {
-    return i + 1 < last && g.tile_bits[i] >= PAIR_MIN_BIT && is_rx_shaped(mats + 4 * i) && is_rx_shaped(mats + 4 * (i + 1));
-}
-
-// Gates first..last-1 (on ascending bits), two RX-shaped ones per sweep where they follow each other,
-// the pairs less their factors, all but gate 0's, which is applied times ``factor``, the product of the others'.
-template <class T>
-void apply_range(T* re, T* im, u64 size, const Gates<T>& g, const cplx<T>* mats, u64 first, u64 last, double factor) {
-    u64 i = first;
-    while (i < last) {
-        if (pairs_at(g, mats, i, last)) {
-            if (i == 0) {
-                const cplx<T>*m1 = mats, *m2 = mats + 4;
-                apply_rx_pair(re, im, size, int(g.tile_bits[0]), int(g.tile_bits[1]), T(factor * m1[0].real()), T(factor * m1[1].imag()),
-                              m2[0].real(), m2[1].imag());
-            } else {
-                const Scaled a = scaled_rx(mats + 4 * i), b = scaled_rx(mats + 4 * (i + 1));
-                apply_scaled_pair(re, im, size, int(g.tile_bits[i]), int(g.tile_bits[i + 1]), T(a.k), T(b.k), int(a.unit) | (int(b.unit) << 1));
-            }
-            i += 2;
-        } else {
-            apply_2x2(re, im, size, int(g.tile_bits[i]), mats + 4 * i, i == 0 ? factor : 1.0);
-            i += 1;
-        }
+template <u64 N, class T, bool U1, bool U2, bool U3>
+void scaled_triple_of_lanes(T* re, T* im, u64 size, u64 step1, u64 step2, u64 step3, T k1, T k2, T k3) {
+    for (u64 o0 = 0; o0 < (size >> 3); o0 += step1) {
+        const u64 start = insert_zero(insert_zero(insert_zero(o0, step1), step2), step3);
+        for (u64 a = start; a < start + step1; a += N) rx_triple_scaled_lanes<N, T, U1, U2, U3>(re, im, a, step1, step2, step3, k1, k2, k3);
     }
 }
 
+template <class T, bool U1, bool U2, bool U3>
+void scaled_triple(T* re, T* im, u64 size, u64 step1, u64 step2, u64 step3, T k1, T k2, T k3) {
+    if (step1 >= WIDE<T>) return scaled_triple_of_lanes<WIDE<T>, T, U1, U2, U3>(re, im, size, step1, step2, step3, k1, k2, k3);
+    scaled_triple_of_lanes<LANES, T, U1, U2, U3>(re, im, size, step1, step2, step3, k1, k2, k3);
+}
+
+// Three RX-shaped gates less their factors on ascending bits; form bit j: gate j has a unit diagonal.
 template <class T>
-double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner) {
+void apply_scaled_triple(T* re, T* im, u64 size, const i64* bits, const Scaled* s) {
+    const u64 s1 = u64(1) << bits[0], s2 = u64(1) << bits[1], s3 = u64(1) << bits[2];
+    const T k1 = T(s[0].k), k2 = T(s[1].k), k3 = T(s[2].k);
+    switch (int(s[0].unit) | (int(s[1].unit) << 1) | (int(s[2].unit) << 2)) {
+        case 0: return scaled_triple<T, false, false, false>(re, im, size, s1, s2, s3, k1, k2, k3);
+        case 1: return scaled_triple<T, true, false, false>(re, im, size, s1, s2, s3, k1, k2, k3);
+        case 2: return scaled_triple<T, false, true, false>(re, im, size, s1, s2, s3, k1, k2, k3);
+        case 3: return scaled_triple<T, true, true, false>(re, im, size, s1, s2, s3, k1, k2, k3);
+        case 4: return scaled_triple<T, false, false, true>(re, im, size, s1, s2, s3, k1, k2, k3);
+        case 5: return scaled_triple<T, true, false, true>(re, im, size, s1, s2, s3, k1, k2, k3);
+        case 6: return scaled_triple<T, false, true, true>(re, im, size, s1, s2, s3, k1, k2, k3);
+        default: return scaled_triple<T, true, true, true>(re, im, size, s1, s2, s3, k1, k2, k3);
+    }
+}
+
+// Sweeps of tiles of 2^18 amplitudes or more, past L2, take three gates at once where registers allow (32 of them:
+// AVX-512): 14 gates on 2^18 tiles 0.87-0.91x the time of pairs (c128 and c64); on 2^15-2^17 tiles pairs were as
+// fast or faster (c64 2^17 1.2x).
+constexpr bool TRIPLE_REGISTERS = VECTOR_BYTES == 64;
+constexpr u64 TRIPLE_MIN_WIDTH = u64(1) << 18;
+inline bool triples_for(u64 width) { return TRIPLE_REGISTERS && width >= TRIPLE_MIN_WIDTH; }
+
+// How many gates of [i, last) one sweep takes from gate i: three RX-shaped ones (with ``triples``; not from gate 0,
+// which takes the range's factor, nor where four are left: two pairs take as many sweeps), two, or one.
+template <class T>
+inline u64 group_at(const Gates<T>& g, const cplx<T>* mats, u64 i, u64 last, bool triples) {
+    if (i + 1 >= last || g.tile_bits[i] < PAIR_MIN_BIT || !is_rx_shaped(mats + 4 * i) || !is_rx_shaped(mats + 4 * (i + 1))) return 1;
+    const u64 left = last - i;
+    if (triples && i != 0 && (left == 3 || left >= 5) && is_rx_shaped(mats + 4 * (i + 2))) return 3;
+    return 2;
+}
+
+// Gates first..last-1 (on ascending bits), two or three RX-shaped ones per sweep where they follow each other,
+// less their factors, all but gate 0's, which is applied times ``factor``, the product of the others'.
+template <class T>
+void apply_range(T* re, T* im, u64 size, const Gates<T>& g, const cplx<T>* mats, u64 first, u64 last, double factor, bool triples) {
+    u64 i = first;
+    while (i < last) {
+        const u64 group = group_at(g, mats, i, last, triples);
+        if (group == 3) {
+            const Scaled s[3] = {scaled_rx(mats + 4 * i), scaled_rx(mats + 4 * (i + 1)), scaled_rx(mats + 4 * (i + 2))};
+            apply_scaled_triple(re, im, size, g.tile_bits + i, s);
+        } else if (group == 2 && i == 0) {
+            const cplx<T>*m1 = mats, *m2 = mats + 4;
+            apply_rx_pair(re, im, size, int(g.tile_bits[0]), int(g.tile_bits[1]), T(factor * m1[0].real()), T(factor * m1[1].imag()),
+                          m2[0].real(), m2[1].imag());
+        } else if (group == 2) {
+            const Scaled a = scaled_rx(mats + 4 * i), b = scaled_rx(mats + 4 * (i + 1));
+            apply_scaled_pair(re, im, size, int(g.tile_bits[i]), int(g.tile_bits[i + 1]), T(a.k), T(b.k), int(a.unit) | (int(b.unit) << 1));
+        } else {
+            apply_2x2(re, im, size, int(g.tile_bits[i]), mats + 4 * i, i == 0 ? factor : 1.0);
+        }
+        i += group;
+    }
+}
+
+// The product of the factors apply_range leaves out: those of the gates in groups of two or three but gate 0's group.
+template <class T>
+double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner, bool triples) {
     double factor = 1.0;
     const u64 ranges[2][2] = {{0, inner}, {inner, g.count}};
     for (const auto& range : ranges) {
-        u64 i = range[0];
-        while (i < range[1]) {
-            if (pairs_at(g, mats, i, range[1])) {
-                if (i != 0) factor *= scaled_rx(mats + 4 * i).factor * scaled_rx(mats + 4 * (i + 1)).factor;
-                i += 2;
-            } else {
-                i += 1;
-            }
+        for (u64 i = range[0]; i < range[1];) {
+            const u64 group = group_at(g, mats, i, range[1], triples && range[0] == inner);
+            if (group > 1 && i != 0)  // a group at gate 0 is applied as it is, times ``factor``
+                for (u64 j = i; j < i + group; ++j) factor *= scaled_rx(mats + 4 * j).factor;
+            i += group;
         }
     }
     return factor;
@@ -534,10 +576,11 @@ template <class T>
 void apply_gates(T* re, T* im, u64 width, const Gates<T>& g, const cplx<T>* mats) {
     if (!g.count) return;
     const u64 inner = paired_inner_count(g, width, 2);
-    const double factor = scaled_factor(g, mats, inner);
+    const bool triples = triples_for(width);
+    const double factor = scaled_factor(g, mats, inner, triples);
     const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(2));
-    for (u64 block = 0; block < width; block += subtile) apply_range(re + block, im + block, subtile, g, mats, 0, inner, factor);
-    apply_range(re, im, width, g, mats, inner, g.count, factor);
+    for (u64 block = 0; block < width; block += subtile) apply_range(re + block, im + block, subtile, g, mats, 0, inner, factor, false);
+    apply_range(re, im, width, g, mats, inner, g.count, factor, triples);
 }
 
 // The X moments on the step1 pairs and on the step2 pairs over every quadruple, summed in vector registers.
@@ -566,20 +609,63 @@ void x_moment_pair_sweep(const T* pre, const T* pim, const T* lre, const T* lim,
     x_moment_pair_of_lanes<LANES>(pre, pim, lre, lim, size, step1, step2, m1, m2);
 }
 
-// out[i] += the moment of gate i, for gates first..last-1, two X moments per sweep where they follow each other.
+// m[j] = the X moment on the steps[j] pairs, j < 3, over every octuple: φ's eight amplitudes held, λ's read one by one.
+template <u64 N, class T>
+void x_moment_triple_of_lanes(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const u64* steps, double* m) {
+    using V = typename Vec<T, N>::v;
+    V acc[3] = {splat<V>(T(0)), splat<V>(T(0)), splat<V>(T(0))};
+    for (u64 o0 = 0; o0 < (size >> 3); o0 += steps[0]) {
+        const u64 start = insert_zero(insert_zero(insert_zero(o0, steps[0]), steps[1]), steps[2]);
+        for (u64 a = start; a < start + steps[0]; a += N) {
+            u64 at[8];
+            V pr[8], pi[8];
+            for (u64 o = 0; o < 8; ++o) {
+                at[o] = a + (o & 1 ? steps[0] : 0) + (o & 2 ? steps[1] : 0) + (o & 4 ? steps[2] : 0);
+                pr[o] = load<V>(pre + at[o]), pi[o] = load<V>(pim + at[o]);
+            }
+            for (u64 o = 0; o < 8; ++o) {  // Im(conj(λ_o) φ_k), k the partner of o: each pair's two halves
+                const V lr = load<V>(lre + at[o]), li = load<V>(lim + at[o]);
+                for (u64 j = 0; j < 3; ++j) acc[j] += lr * pi[o ^ (u64(1) << j)] - li * pr[o ^ (u64(1) << j)];
+            }
+        }
+    }
+    for (u64 j = 0; j < 3; ++j) m[j] = total(acc[j]);
+}
+
 template <class T>
-void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const Gates<T>& g, double* out, u64 first, u64 last) {
+void x_moment_triple_sweep(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const u64* steps, double* m) {
+    if (steps[0] >= WIDE<T>) return x_moment_triple_of_lanes<WIDE<T>>(pre, pim, lre, lim, size, steps, m);
+    x_moment_triple_of_lanes<LANES>(pre, pim, lre, lim, size, steps, m);
+}
+
+// How many X moments of [i, last) one sweep takes from gate i: three (with ``triples``, where four are not left), two or one.
+template <class T>
+inline u64 moment_group_at(const Gates<T>& g, u64 i, u64 last, bool triples) {
+    if (i + 1 >= last || g.tile_bits[i] < PAIR_MIN_BIT || g.generators[i] != 1 || g.generators[i + 1] != 1) return 1;
+    const u64 left = last - i;
+    return triples && (left == 3 || left >= 5) && g.generators[i + 2] == 1 ? 3 : 2;
+}
+
+// out[i] += the moment of gate i, for gates first..last-1, two or three X moments per sweep where they follow each other.
+template <class T>
+void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const Gates<T>& g, double* out, u64 first, u64 last,
+                   bool triples) {
     u64 i = first;
     while (i < last) {
-        if (i + 1 < last && g.tile_bits[i] >= PAIR_MIN_BIT && g.generators[i] == 1 && g.generators[i + 1] == 1) {
+        const u64 group = moment_group_at(g, i, last, triples);
+        if (group == 3) {
+            const u64 steps[3] = {u64(1) << g.tile_bits[i], u64(1) << g.tile_bits[i + 1], u64(1) << g.tile_bits[i + 2]};
+            double m[3];
+            x_moment_triple_sweep(pre, pim, lre, lim, size, steps, m);
+            out[i] += m[0], out[i + 1] += m[1], out[i + 2] += m[2];
+        } else if (group == 2) {
             double m1, m2;
             x_moment_pair_sweep(pre, pim, lre, lim, size, u64(1) << g.tile_bits[i], u64(1) << g.tile_bits[i + 1], m1, m2);
             out[i] += m1, out[i + 1] += m2;
-            i += 2;
         } else {
             out[i] += moment(pre, pim, lre, lim, size, int(g.tile_bits[i]), g.generators[i]);
-            i += 1;
         }
+        i += group;
     }
 }
 
@@ -589,8 +675,8 @@ void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 wi
     const u64 inner = paired_inner_count(g, width, 4);
     const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(4));
     for (u64 block = 0; block < width; block += subtile)
-        moments_range(pre + block, pim + block, lre + block, lim + block, subtile, g, out, 0, inner);
-    moments_range(pre, pim, lre, lim, width, g, out, inner, g.count);
+        moments_range(pre + block, pim + block, lre + block, lim + block, subtile, g, out, 0, inner, false);
+    moments_range(pre, pim, lre, lim, width, g, out, inner, g.count, triples_for(width));
 }
 
 // ---- a swept diagonal block on a tile -----------------------------------------------------------------
