@@ -250,6 +250,14 @@ void tile_values_of(const V* values, u64 base, const std::vector<u64>& offsets, 
     const u64 size = u64(1) << run_bits, runs = offsets.size();
     if (transposed) {
         const u64 block = transpose_block(runs, size, sizeof(V));
+        if (size >= LANES && block >= LANES) {  // LANES x LANES blocks transposed in registers
+            for (u64 first = 0; first < runs; first += block) {
+                const u64 start = base + offsets[first];
+                for (u64 r = 0; r < block; r += LANES)
+                    for (u64 j = 0; j < size; j += LANES) transposed_lanes(out, j * runs + first + r, runs, values, start + r * size + j, size);
+            }
+            return;
+        }
         for (u64 first = 0; first < runs; first += block) {
             const u64 start = base + offsets[first];
             for (u64 j = 0; j < size; ++j) {

@@ -273,6 +273,16 @@ QB_INLINE void split_transposed_lanes(T* re, T* im, u64 row, u64 row_stride, con
     for (u64 j = 0; j < LANES; ++j) store(re + row + j * row_stride, real[j]), store(im + row + j * row_stride, imag[j]);
 }
 
+// out[row + j·row_stride + r] <- values[start + r·run_stride + j] for r, j < LANES (levels or a diagonal's values).
+template <class V>
+QB_INLINE void transposed_lanes(V* out, u64 row, u64 row_stride, const V* values, u64 start, u64 run_stride) {
+    using W = typename Vec<V>::v;
+    W r[LANES];
+    for (u64 i = 0; i < LANES; ++i) r[i] = load<W>(values + start + i * run_stride);
+    transpose(r);
+    for (u64 j = 0; j < LANES; ++j) store(out + row + j * row_stride, r[j]);
+}
+
 // The inverse: psi[start + r·run_stride + j] <- re/im[row + j·row_stride + r].
 template <bool STREAM, class T>
 QB_INLINE void join_transposed_lanes(const T* re, const T* im, u64 row, u64 row_stride, T* psi, u64 start, u64 run_stride) {
