@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from qbackends import capabilities, probe, registry
 from qbackends.builtin import BACKENDS
 
 FACTS = Path(__file__).parent / "facts"
+SESSION_START = time.time()
 
 
 def recorded_facts(name: str) -> probe.MachineFacts:
@@ -40,6 +42,33 @@ def fresh_registry(monkeypatch, tmp_path_factory):
     registry.reset_registry()
     yield
     registry.reset_registry()
+
+
+def _mapped_paths() -> set[str]:
+    """The files some live process maps."""
+    paths = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            lines = maps.read_text().splitlines()
+        except OSError:  # the process ended, or is not ours to read
+            continue
+        paths.update(fields[5] for fields in (line.split(maxsplit=5) for line in lines) if len(fields) == 6)
+    return paths
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """MPICH leaves its shared-memory segment in /dev/shm when one of its ranks is killed or aborts (the tests of a
+    failing rank do both), and /dev/shm is memory: the segments this session left, that no process maps, go."""
+    mapped = None
+    for segment in Path("/dev/shm").glob("mpich_shm_*"):
+        try:
+            if segment.stat().st_mtime < SESSION_START:
+                continue
+            mapped = _mapped_paths() if mapped is None else mapped
+            if str(segment) not in mapped:
+                segment.unlink()
+        except FileNotFoundError:
+            continue
 
 
 def _hardware_reason(kind: str) -> str:
