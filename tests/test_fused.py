@@ -1030,14 +1030,16 @@ def test_a_circuit_that_needs_more_than_the_least_is_sized_when_it_runs(monkeypa
 
 def test_what_a_circuits_results_make_is_sized_before_it_runs(monkeypatch):
     """Beyond ψ the device counts what each result makes and drops: a returned state (two copies of ψ), probabilities
-    (|ψ|² over every amplitude first). With 40 MiB available (recorded), 20 wires c128: probabilities of one wire
-    (16 + 16 MiB) run, the state (16 + 32 MiB) is refused by name before anything is allocated."""
+    (|ψ|² over every amplitude, 8 bytes each; summed over the other wires and put in the wires' order unless they are
+    every wire in order). With 28 MiB available (recorded), 20 wires c128 (ψ 16 MiB): the probabilities of every wire
+    in order (8 MiB more: a 30-wire c64 run's last readout needs this) and of one wire run; of every wire in reverse
+    order (24 MiB more) and the state (32 MiB) are refused by name before anything is allocated."""
     from qbackends import probe
     from qbackends.errors import InsufficientMemoryError
 
     n = 20
-    monkeypatch.setattr(probe, "host_memory_available", lambda: 40 << 20)
-    device = get_device(FUSED, wires=n)
+    device = get_device(FUSED, wires=n)  # screened for an adjoint gradient's two states: more than the 28 MiB below
+    monkeypatch.setattr(probe, "host_memory_available", lambda: 28 << 20)
 
     def circuit(measure):
         @qml.qnode(device)
@@ -1048,14 +1050,22 @@ def test_what_a_circuits_results_make_is_sized_before_it_runs(monkeypatch):
 
         return run
 
+    marginals = [np.array([np.cos(0.05 * w) ** 2, np.sin(0.05 * w) ** 2]) for w in range(n)]
+    expected = marginals[0]
+    for m in marginals[1:]:
+        expected = np.kron(expected, m)
+    np.testing.assert_allclose(circuit(lambda: qml.probs(wires=range(n)))(), expected, atol=1e-12)
     np.testing.assert_allclose(circuit(lambda: qml.probs(wires=[0]))(), [1.0, 0.0], atol=1e-12)
     device._scratch.clear()  # nothing held: every byte is new again
+    with pytest.raises(InsufficientMemoryError) as refused:
+        circuit(lambda: qml.probs(wires=range(n - 1, -1, -1)))()
+    assert "0.0234 GiB (25165824 bytes) of results and scratch" in str(refused.value)
     with pytest.raises(InsufficientMemoryError) as refused:
         circuit(qml.state)()
     assert str(refused.value) == (
         "fused.qubit cannot run this circuit of 20 wires: it holds 1 state of 0.0156 GiB (16777216 bytes), 0.0312 GiB "
         "(33554432 bytes) of results and scratch, 0.0469 GiB (50331648 bytes) more than this device holds now, and this "
-        "machine has 0.0391 GiB (41943040 bytes) available. Fix: precision='c64' halves the state's memory; use fewer "
+        "machine has 0.0273 GiB (29360128 bytes) available. Fix: precision='c64' halves the state's memory; use fewer "
         "wires; or pass ignore_memory=True (to get_device or the device) if you know better."
     )
 

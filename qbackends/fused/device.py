@@ -367,8 +367,9 @@ class FusedQubit(SimulatorDevice):
         for m, terms in zip(tape.measurements, terms_of, strict=True):
             if type(m) is StateMP:
                 scratch += 2 * state
-            elif type(m) is ProbabilityMP:  # |ψ|² over every amplitude, then summed
-                scratch += 16 << n
+            elif type(m) is ProbabilityMP:  # |ψ|² over every amplitude; summed and reordered unless it is the result
+                wires = [index[w] for w in (m.wires or index)]
+                scratch += (8 << n) + (0 if wires == list(range(n)) else 16 << len(wires))
             elif m.obs is not None and terms is None:  # Oψ, the matrix's temporaries, ψ's copy for the adjoint
                 sparse = m.obs.has_sparse_matrix and not m.obs.has_matrix  # applied as it is (_apply_observable)
                 scratch += (0 if sparse else 16 << (2 * len(m.obs.wires))) + state + 2 * wide + (state if adjoint else 0)
