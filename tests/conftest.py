@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -45,9 +46,11 @@ def fresh_registry(monkeypatch, tmp_path_factory):
 
 
 def _mapped_paths() -> set[str]:
-    """The files some live process maps."""
+    """The files some other live process maps (this one is ending: what it maps goes with it)."""
     paths = set()
     for maps in Path("/proc").glob("[0-9]*/maps"):
+        if maps.parent.name == str(os.getpid()):
+            continue
         try:
             lines = maps.read_text().splitlines()
         except OSError:  # the process ended, or is not ours to read
@@ -58,7 +61,8 @@ def _mapped_paths() -> set[str]:
 
 def pytest_sessionfinish(session, exitstatus):
     """MPICH leaves its shared-memory segment in /dev/shm when one of its ranks is killed or aborts (the tests of a
-    failing rank do both), and /dev/shm is memory: the segments this session left, that no process maps, go."""
+    failing rank do both), or when this process started MPI itself, and /dev/shm is memory: the segments this session
+    left, that no other process maps, go."""
     mapped = None
     for segment in Path("/dev/shm").glob("mpich_shm_*"):
         try:

@@ -63,6 +63,12 @@ def test_ranks_that_cannot_share_the_state_are_refused_by_name():
         local_bits(14, 3)
     with pytest.raises(RankCountError, match=r"4 ranks are too many for 11 wires.*at most 2 ranks"):
         local_bits(11, 4)
+    with pytest.raises(RankCountError) as too_few:  # one rank is already too many: no rank count is the fix
+        local_bits(8, 1)
+    assert str(too_few.value) == (
+        "mpi=True: 8 wires are too few to split over ranks (a rank holds at least 2^10 amplitudes). "
+        "Fix: leave out mpi=True (--mpi): one process runs 8 wires; or run at least 10 wires."
+    )
 
 
 def test_the_memory_guard_sizes_the_ranks_on_this_node():

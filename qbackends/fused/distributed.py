@@ -87,6 +87,11 @@ def local_bits(nwires: int, ranks: int) -> int:
             f"start {below} or {above} ranks (mpiexec -n {below}).",
         )
     m = ranks.bit_length() - 1
+    if nwires < MIN_LOCAL_BITS:  # not even one rank: fewer ranks cannot help
+        raise RankCountError(
+            f"mpi=True: {nwires} wires are too few to split over ranks (a rank holds at least 2^{MIN_LOCAL_BITS} amplitudes).",
+            f"leave out mpi=True (--mpi): one process runs {nwires} wires; or run at least {MIN_LOCAL_BITS} wires.",
+        )
     if nwires - m < max(MIN_LOCAL_BITS, m):
         most = 1 << max(0, min(nwires - MIN_LOCAL_BITS, nwires // 2))
         raise RankCountError(
