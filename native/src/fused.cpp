@@ -435,6 +435,12 @@ inline u64 insert_zero(u64 x, u64 step) { return ((x & ~(step - 1)) << 1) | (x &
 // The first amplitude of quadruple number q0 (a multiple of step1): q0 with zero bits put in at the two gates' bits.
 inline u64 quad_start(u64 q0, u64 step1, u64 step2) { return insert_zero(insert_zero(q0, step1), step2); }
 
+// The same for octuple number o0 (a multiple of step1) and three ascending steps.
+inline u64 octuple_start(u64 o0, u64 step1, u64 step2, u64 step3) { return insert_zero(quad_start(o0, step1, step2), step3); }
+
+// Whether a sweep of three takes gate i when ``left`` gates from i remain: not when four do (two pairs take as many sweeps).
+inline bool three_of(u64 left) { return left == 3 || left >= 5; }
+
 template <u64 N, class T>
 void rx_pair_of_lanes(T* re, T* im, u64 size, u64 step1, u64 step2, T c1, T s1, T c2, T s2) {
     for (u64 q0 = 0; q0 < (size >> 2); q0 += step1) {
@@ -494,7 +500,7 @@ inline Scaled scaled_rx(const cplx<T>* m) {
 template <u64 N, class T, bool U1, bool U2, bool U3>
 void scaled_triple_of_lanes(T* re, T* im, u64 size, u64 step1, u64 step2, u64 step3, T k1, T k2, T k3) {
     for (u64 o0 = 0; o0 < (size >> 3); o0 += step1) {
-        const u64 start = insert_zero(insert_zero(insert_zero(o0, step1), step2), step3);
+        const u64 start = octuple_start(o0, step1, step2, step3);
         for (u64 a = start; a < start + step1; a += N) rx_triple_scaled_lanes<N, T, U1, U2, U3>(re, im, a, step1, step2, step3, k1, k2, k3);
     }
 }
@@ -529,13 +535,12 @@ constexpr bool TRIPLE_REGISTERS = VECTOR_BYTES == 64;
 constexpr u64 TRIPLE_MIN_WIDTH = u64(1) << 18;
 inline bool triples_for(u64 width) { return TRIPLE_REGISTERS && width >= TRIPLE_MIN_WIDTH; }
 
-// How many gates of [i, last) one sweep takes from gate i: three RX-shaped ones (with ``triples``; not from gate 0,
-// which takes the range's factor, nor where four are left: two pairs take as many sweeps), two, or one.
+// How many gates of [i, last) one sweep takes from gate i: three RX-shaped ones (with ``triples`` and ``three_of``;
+// not from gate 0, which takes the range's factor), two, or one.
 template <class T>
 inline u64 group_at(const Gates<T>& g, const cplx<T>* mats, u64 i, u64 last, bool triples) {
     if (i + 1 >= last || g.tile_bits[i] < PAIR_MIN_BIT || !is_rx_shaped(mats + 4 * i) || !is_rx_shaped(mats + 4 * (i + 1))) return 1;
-    const u64 left = last - i;
-    if (triples && i != 0 && (left == 3 || left >= 5) && is_rx_shaped(mats + 4 * (i + 2))) return 3;
+    if (triples && i != 0 && three_of(last - i) && is_rx_shaped(mats + 4 * (i + 2))) return 3;
     return 2;
 }
 
@@ -623,12 +628,12 @@ void x_moment_triple_of_lanes(const T* pre, const T* pim, const T* lre, const T*
     using V = typename Vec<T, N>::v;
     V acc[3] = {splat<V>(T(0)), splat<V>(T(0)), splat<V>(T(0))};
     for (u64 o0 = 0; o0 < (size >> 3); o0 += steps[0]) {
-        const u64 start = insert_zero(insert_zero(insert_zero(o0, steps[0]), steps[1]), steps[2]);
+        const u64 start = octuple_start(o0, steps[0], steps[1], steps[2]);
         for (u64 a = start; a < start + steps[0]; a += N) {
             u64 at[8];
             V pr[8], pi[8];
             for (u64 o = 0; o < 8; ++o) {
-                at[o] = a + (o & 1 ? steps[0] : 0) + (o & 2 ? steps[1] : 0) + (o & 4 ? steps[2] : 0);
+                at[o] = octuple_member(a, o, steps[0], steps[1], steps[2]);
                 pr[o] = load<V>(pre + at[o]), pi[o] = load<V>(pim + at[o]);
             }
             for (u64 o = 0; o < 8; ++o) {  // Im(conj(λ_o) φ_k), k the partner of o: each pair's two halves
@@ -646,12 +651,11 @@ void x_moment_triple_sweep(const T* pre, const T* pim, const T* lre, const T* li
     x_moment_triple_of_lanes<LANES>(pre, pim, lre, lim, size, steps, m);
 }
 
-// How many X moments of [i, last) one sweep takes from gate i: three (with ``triples``, where four are not left), two or one.
+// How many X moments of [i, last) one sweep takes from gate i: three (with ``triples`` and ``three_of``), two or one.
 template <class T>
 inline u64 moment_group_at(const Gates<T>& g, u64 i, u64 last, bool triples) {
     if (i + 1 >= last || g.tile_bits[i] < PAIR_MIN_BIT || g.generators[i] != 1 || g.generators[i + 1] != 1) return 1;
-    const u64 left = last - i;
-    return triples && (left == 3 || left >= 5) && g.generators[i + 2] == 1 ? 3 : 2;
+    return triples && three_of(last - i) && g.generators[i + 2] == 1 ? 3 : 2;
 }
 
 // out[i] += the moment of gate i, for gates first..last-1, two or three X moments per sweep where they follow each other.

@@ -129,22 +129,19 @@ QB_INLINE void rx_pair_scaled_lanes(T* __restrict re, T* __restrict im, u64 a, u
 
 // Octuples a + {0, s1} + {0, s2} + {0, s3}: three RX-shaped gates less their factors, on the s1, s2 and s3 pairs,
 // each amplitude loaded and stored once (sixteen registers of amplitudes: for machines with 32).
+// Member o < 8 of the octuple at a: a plus s1, s2 and s3 where o's bits 0, 1 and 2 are set.
+QB_INLINE u64 octuple_member(u64 a, u64 o, u64 s1, u64 s2, u64 s3) { return a + (o & 1 ? s1 : 0) + (o & 2 ? s2 : 0) + (o & 4 ? s3 : 0); }
+
 template <u64 N, class T, bool UNIT1, bool UNIT2, bool UNIT3>
 QB_INLINE void rx_triple_scaled_lanes(T* __restrict re, T* __restrict im, u64 a, u64 s1, u64 s2, u64 s3, T k1, T k2, T k3) {
     using V = typename Vec<T, N>::v;
     V r[8], i[8];
-    for (u64 o = 0; o < 8; ++o) {
-        const u64 at = a + (o & 1 ? s1 : 0) + (o & 2 ? s2 : 0) + (o & 4 ? s3 : 0);
-        r[o] = load<V>(re + at), i[o] = load<V>(im + at);
-    }
+    for (u64 o = 0; o < 8; ++o) r[o] = load<V>(re + octuple_member(a, o, s1, s2, s3)), i[o] = load<V>(im + octuple_member(a, o, s1, s2, s3));
     const V v1 = splat<V>(k1), v2 = splat<V>(k2), v3 = splat<V>(k3);
     for (u64 o = 0; o < 8; o += 2) scaled_rotate<V, UNIT1>(v1, r[o], i[o], r[o + 1], i[o + 1]);
     for (u64 o : {0, 1, 4, 5}) scaled_rotate<V, UNIT2>(v2, r[o], i[o], r[o + 2], i[o + 2]);
     for (u64 o = 0; o < 4; ++o) scaled_rotate<V, UNIT3>(v3, r[o], i[o], r[o + 4], i[o + 4]);
-    for (u64 o = 0; o < 8; ++o) {
-        const u64 at = a + (o & 1 ? s1 : 0) + (o & 2 ? s2 : 0) + (o & 4 ? s3 : 0);
-        store(re + at, r[o]), store(im + at, i[o]);
-    }
+    for (u64 o = 0; o < 8; ++o) store(re + octuple_member(a, o, s1, s2, s3), r[o]), store(im + octuple_member(a, o, s1, s2, s3), i[o]);
 }
 
 // The lanes of Im<λ|P|φ> over the pairs (j, k): P = X (GEN 1) or Y (GEN 2).
