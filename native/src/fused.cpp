@@ -584,16 +584,36 @@ double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner, bool tri
     return factor;
 }
 
-// All of a pass's gates (``mats``: g's or their inverses) on a tile: those on the low tile bits one L1-sized block at a time.
+// How a pass's gates (``mats``: g's or their inverses) sweep a tile of ``width``: the gates on its low bits one
+// L1-sized block at a time (``block``, each of ``subtile`` amplitudes), the others over the whole tile (``outer``).
+// The gates act on distinct wires: the two parts go in either order, and beside other work on the same blocks.
+template <class T>
+struct GateSweeps {
+    const Gates<T>& g;
+    const cplx<T>* mats;
+    u64 width, inner, subtile;
+    bool triples;
+    double factor;
+
+    GateSweeps(const Gates<T>& gates, const cplx<T>* m, u64 w)
+        : g(gates), mats(m), width(w), inner(paired_inner_count(gates, w, 2)), subtile(std::min(w, u64(1) << subtile_bits<T>(2))),
+          triples(triples_for(w)), factor(gates.count ? scaled_factor(gates, m, inner, triples) : 1.0) {}
+
+    void block(T* re, T* im) const {  // one block's inner gates; re and im point at the block
+        if (inner) apply_range(re, im, subtile, g, mats, 0, inner, factor, false);
+    }
+    void outer(T* re, T* im) const {
+        if (inner < g.count) apply_range(re, im, width, g, mats, inner, g.count, factor, triples);
+    }
+};
+
+// All of a pass's gates on a tile.
 template <class T>
 void apply_gates(T* re, T* im, u64 width, const Gates<T>& g, const cplx<T>* mats) {
     if (!g.count) return;
-    const u64 inner = paired_inner_count(g, width, 2);
-    const bool triples = triples_for(width);
-    const double factor = scaled_factor(g, mats, inner, triples);
-    const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(2));
-    for (u64 block = 0; block < width; block += subtile) apply_range(re + block, im + block, subtile, g, mats, 0, inner, factor, false);
-    apply_range(re, im, width, g, mats, inner, g.count, factor, triples);
+    const GateSweeps<T> sweeps(g, mats, width);
+    for (u64 block = 0; block < width; block += sweeps.subtile) sweeps.block(re + block, im + block);
+    sweeps.outer(re, im);
 }
 
 // The X moments on the step1 pairs and on the step2 pairs over every quadruple, summed in vector registers.
@@ -1147,14 +1167,23 @@ void layers_with_diagonal(cplx<T>* psi, cplx<T>* keep, const Tiling& tiling, con
         Buffer<char> tile_levels(width * value_bytes(levels.kind));
         u64 first, last;
         tiles_of_thread(th, tiles, nthreads, first, last);
+        const GateSweeps<T> a(first_gates, first_gates.mats, width), b(second, second.mats, width);
+        const u64 step = a.subtile, value_size = value_bytes(levels.kind);
         for (u64 tile = first; tile < last; ++tile) {
             const u64 base = tile_base(tile, tiling);
             gather(re.get(), im.get(), psi, base, offsets, tiling.run_bits, tiling.transposed);
-            apply_gates(re.get(), im.get(), width, first_gates, first_gates.mats);
             tile_values(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
-            phase_tile(re.get(), im.get(), width, tile_levels.get(), levels.kind, phases);
-            if (keep) scatter(re.get(), im.get(), keep, n, base, offsets, tiling.run_bits, tiling.transposed);
-            apply_gates(re.get(), im.get(), width, second, second.mats);
+            a.outer(re.get(), im.get());
+            for (u64 at = 0; at < width; at += step) {  // one sweep of L1 blocks: first's low gates, D, second's
+                a.block(re.get() + at, im.get() + at);
+                phase_tile(re.get() + at, im.get() + at, step, tile_levels.get() + at * value_size, levels.kind, phases);
+                if (!keep) b.block(re.get() + at, im.get() + at);
+            }
+            if (keep) {
+                scatter(re.get(), im.get(), keep, n, base, offsets, tiling.run_bits, tiling.transposed);
+                for (u64 at = 0; at < width; at += step) b.block(re.get() + at, im.get() + at);
+            }
+            b.outer(re.get(), im.get());
             scatter(re.get(), im.get(), psi, n, base, offsets, tiling.run_bits, tiling.transposed);
         }
     }
