@@ -881,6 +881,22 @@ def test_c64_agrees_with_c128_within_the_stated_tolerance(nodes, weighted, layer
     np.testing.assert_allclose(qml.grad(single)(params), qml.grad(double)(params), atol=C64_GRADIENT * scale, rtol=0)
 
 
+@pytest.mark.parametrize("precision,tol", [("c128", 1e-10), ("c64", C64_GRADIENT)])
+@pytest.mark.parametrize("edges", [15, 31, 40, 63, 100, 140])
+def test_cuts_of_any_number_of_levels_as_lightning(precision, tol, edges):
+    """A cut's phases by level come from registers a permute at a time (16 levels c128, 32 c64, on AVX-512) up to
+    32 levels c128 and 128 c64, else lane by lane from the table: 18-wire cuts of 16 to 141 levels, energy and
+    gradient as lightning.qubit's."""
+    graph = qaoa.random_graph(18, edges, seed=edges)
+    assert len(graph.edges) == edges
+    cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, 2)
+    params = random_params((2, 2), seed=edges)
+    reference = qml.QNode(lambda p: (ansatz(p), qml.expval(cost))[1], qml.device("lightning.qubit", wires=18), diff_method="adjoint")
+    ours = _qaoa_at(precision, graph)
+    assert abs(float(ours(params)) - float(reference(params))) <= tol * edges
+    np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(reference)(params), atol=tol * edges, rtol=0)
+
+
 def test_c64_state_probabilities_and_samples():
     """A c64 device returns a complex64 state; probabilities (summed in float64) and samples as c128's."""
     graph = qaoa.random_graph(10, 15, seed=3)
