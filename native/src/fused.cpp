@@ -568,11 +568,12 @@ void apply_range(T* re, T* im, u64 size, const Gates<T>& g, const cplx<T>* mats,
     }
 }
 
-// The product of the factors apply_range leaves out: those of the gates in groups of two or three but gate 0's group.
+// The product of the factors apply_range leaves out: those of the gates in groups of two or three but gate 0's group
+// (``inner_only``: of the groups below ``inner``).
 template <class T>
-double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner, bool triples) {
+double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner, bool triples, bool inner_only = false) {
     double factor = 1.0;
-    const u64 ranges[2][2] = {{0, inner}, {inner, g.count}};
+    const u64 ranges[2][2] = {{0, inner}, {inner, inner_only ? inner : g.count}};
     for (const auto& range : ranges) {
         for (u64 i = range[0]; i < range[1];) {
             const u64 group = group_at(g, mats, i, range[1], triples && range[0] == inner);
@@ -593,14 +594,20 @@ struct GateSweeps {
     const cplx<T>* mats;
     u64 width, inner, subtile;
     bool triples;
-    double factor;
+    double factor, inner_factor;
 
-    GateSweeps(const Gates<T>& gates, const cplx<T>* m, u64 w)
-        : g(gates), mats(m), width(w), inner(paired_inner_count(gates, w, 2)), subtile(std::min(w, u64(1) << subtile_bits<T>(2))),
-          triples(triples_for(w)), factor(gates.count ? scaled_factor(gates, m, inner, triples) : 1.0) {}
+    // ``buffers``: the split buffers the blocks' work touches (2: these gates alone; 4: φ's and λ's beside them).
+    GateSweeps(const Gates<T>& gates, const cplx<T>* m, u64 w, int buffers = 2)
+        : g(gates), mats(m), width(w), inner(paired_inner_count(gates, w, buffers)),
+          subtile(std::min(w, u64(1) << subtile_bits<T>(buffers))), triples(triples_for(w)),
+          factor(gates.count ? scaled_factor(gates, m, inner, triples) : 1.0),
+          inner_factor(gates.count ? scaled_factor(gates, m, inner, triples, true) : 1.0) {}
 
     void block(T* re, T* im) const {  // one block's inner gates; re and im point at the block
         if (inner) apply_range(re, im, subtile, g, mats, 0, inner, factor, false);
+    }
+    void block_alone(T* re, T* im) const {  // the inner gates on a block the outer ones never sweep
+        if (inner) apply_range(re, im, subtile, g, mats, 0, inner, inner_factor, false);
     }
     void outer(T* re, T* im) const {
         if (inner < g.count) apply_range(re, im, width, g, mats, inner, g.count, factor, triples);
@@ -1165,6 +1172,44 @@ void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates
     team_barrier();
 }
 
+// layer_apply's measured tile: ψ <- the gates' ψ, its value Σ D|ψ|² returned, λ = Dψ written to (lr, li), the
+// moments Im<λ|P_i|ψ> (``take_moments``) and λ <- the undoing gates' λ (``nundo``), in one sweep of L1 blocks
+// beside the gates on the tile's high bits: those on ψ before it, the moments and undoing after it. The high
+// gates' moments are taken once the low gates are undone on ψ as on λ: P_i commutes with the other wires' gates.
+// With ``take_moments`` false, λ is written over ψ (lr, li are re, im).
+template <class T>
+double measure_in_blocks(T* re, T* im, T* lr, T* li, u64 width, const Gates<T>& gates, const cplx<T>* lam_undo, u64 nundo,
+                         bool take_moments, double* moments, const T* diagonal, const std::uint16_t* levels, u64 nlevels, u64 base,
+                         const std::vector<u64>& offsets, const Tiling& tiling, T* d, std::uint16_t* tile_levels) {
+    const GateSweeps<T> apply(gates, gates.mats, width, 4), undo(gates, lam_undo, width, 4);
+    apply.outer(re, im);
+    if (nlevels) tile_values_of(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels);
+    else tile_values_of(diagonal, base, offsets, tiling.run_bits, tiling.transposed, d);
+    double value = 0.0;
+    for (u64 at = 0; at < width; at += apply.subtile) {
+        T *r = re + at, *i = im + at, *a = lr + at, *b = li + at, *dd = d + at;
+        apply.block(r, i);
+        if (nlevels)
+            for (u64 k = 0; k < apply.subtile; ++k) dd[k] = diagonal[tile_levels[at + k]];
+        double part = 0.0;
+#pragma omp simd reduction(+ : part)
+        for (u64 k = 0; k < apply.subtile; ++k) part += double(dd[k] * (r[k] * r[k] + i[k] * i[k]));
+        value += part;
+        for (u64 k = 0; k < apply.subtile; ++k) a[k] = dd[k] * r[k], b[k] = dd[k] * i[k];
+        if (take_moments) moments_range(r, i, a, b, apply.subtile, gates, moments, 0, apply.inner, false);
+        if (nundo) undo.block(a, b);
+        if (take_moments && nundo) undo.block_alone(r, i);
+    }
+    if (take_moments && apply.inner < gates.count) {  // λ holds the high gates' factors already (undo.factor), ψ not
+        std::vector<double> high(gates.count, 0.0);
+        moments_range(re, im, lr, li, width, gates, high.data(), apply.inner, gates.count, triples_for(width));
+        const double scale = nundo && apply.inner ? undo.inner_factor / undo.factor : 1.0;
+        for (u64 i = apply.inner; i < gates.count; ++i) moments[i] += high[i] * scale;
+    }
+    if (nundo) undo.outer(lr, li);
+    return value;
+}
+
 // psi <- the pass's gates applied to ``source`` (psi itself, another buffer, or the ``product`` state it
 // describes), tile by tile. With a real ``diagonal`` D (D[k] = diagonal[levels[k]] when levels are given):
 // returns <ψ|D|ψ> of the result and writes λ = Dψ into ``lam`` (``write_lam``), with the gates ``lam_undo``
@@ -1175,6 +1220,7 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
                    bool write_lam, const cplx<T>* lam_undo, u64 nundo, double* moments, bool take_moments, int nthreads) {
     const u64 width = tile_width(tiling), tiles = tile_count(tiling), n = width * tiles;
     const std::vector<u64> offsets = run_offsets(tiling);
+    const bool measured = ndiagonal && write_lam && !write_psi;  // ψ read, its value and λ taken in the gates' sweeps
     double total_value = 0.0;
 #pragma omp parallel for num_threads(nthreads) schedule(static, 1) reduction(+ : total_value) if (parallel(n))
     for (int th = 0; th < nthreads; ++th) {
@@ -1189,6 +1235,14 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
         for (u64 tile = first; tile < last; ++tile) {
             const u64 base = tile_base(tile, tiling);
             load_tile(re.get(), im.get(), source, tile, tiling, base, offsets, product, source_levels.get());
+            if (measured) {
+                const double part = measure_in_blocks(re.get(), im.get(), lr, li, width, gates, lam_undo, nundo, take_moments,
+                                                      moments + tile * gates.count, diagonal, levels, nlevels, base, offsets, tiling,
+                                                      d.get(), tile_levels.get());
+                total_value += part;
+                scatter(lr, li, lam, n, base, offsets, tiling.run_bits, tiling.transposed);
+                continue;
+            }
             apply_gates(re.get(), im.get(), width, gates, gates.mats);
             if (write_psi) scatter(re.get(), im.get(), psi, n, base, offsets, tiling.run_bits, tiling.transposed);
             if (!ndiagonal) continue;
