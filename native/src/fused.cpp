@@ -600,8 +600,8 @@ struct GateSweeps {
     GateSweeps(const Gates<T>& gates, const cplx<T>* m, u64 w, int buffers = 2)
         : g(gates), mats(m), width(w), inner(paired_inner_count(gates, w, buffers)),
           subtile(std::min(w, u64(1) << subtile_bits<T>(buffers))), triples(triples_for(w)),
-          factor(gates.count ? scaled_factor(gates, m, inner, triples) : 1.0),
-          inner_factor(gates.count ? scaled_factor(gates, m, inner, triples, true) : 1.0) {}
+          factor(gates.count && m ? scaled_factor(gates, m, inner, triples) : 1.0),
+          inner_factor(gates.count && m ? scaled_factor(gates, m, inner, triples, true) : 1.0) {}
 
     void block(T* re, T* im) const {  // one block's inner gates; re and im point at the block
         if (inner) apply_range(re, im, subtile, g, mats, 0, inner, factor, false);
@@ -1305,6 +1305,71 @@ void layers_with_diagonal(cplx<T>* psi, cplx<T>* keep, const Tiling& tiling, con
     team_barrier();
 }
 
+// The adjoint sweeps over a tile of φ and λ (four split buffers) below run in L1 blocks beside the gates on the
+// tile's high bits. A moment Im<λ|P_i|φ> is the same wherever φ and λ have had the same of the layer's other
+// gates undone (P_i commutes with them): the blocks undo the low gates, the high gates' moments follow.
+
+// DIAGONAL_AT_OUTPUT's first part: λ <- the carried pass's inverses' λ (where given), then its moments and the
+// block's sums, at the block's output.
+template <class T>
+void carried_moments_and_sums(const T* pre, const T* pim, T* lre, T* lim, u64 width, const Gates<T>& carried, double* out,
+                              const char* levels, int kind, double* sums) {
+    const GateSweeps<T> undo(carried, carried.mats, width, 4);
+    const u64 value_size = value_bytes(kind);
+    if (carried.mats) undo.outer(lre, lim);
+    for (u64 at = 0; at < width; at += undo.subtile) {
+        if (carried.mats) undo.block(lre + at, lim + at);
+        moments_range(pre + at, pim + at, lre + at, lim + at, undo.subtile, carried, out, 0, undo.inner, false);
+        level_sums(pre + at, pim + at, lre + at, lim + at, undo.subtile, levels + at * value_size, kind, sums);
+    }
+    moments_range(pre, pim, lre, lim, width, carried, out, undo.inner, carried.count, triples_for(width));
+}
+
+// The moments at the layer's output (φ there), then (``undo``) λ <- the gates undone; ``phases``: the diagonal
+// block's, applied to φ and λ first. ``spare_phi``: φ is not needed after, and the high gates' moments are
+// taken with the low gates undone on both (λ then holds the high gates' factors already; the moments are scaled back).
+template <class T>
+void moments_then_undo(T* pre, T* pim, T* lre, T* lim, u64 width, const Gates<T>& g, double* out, bool undo, bool spare_phi,
+                       const char* levels, int kind, const Phases* phases) {
+    const GateSweeps<T> sweeps(g, g.mats, width, 4);
+    const u64 value_size = value_bytes(kind);
+    const bool early = undo && spare_phi && sweeps.inner;  // the low gates undone in the blocks
+    for (u64 at = 0; at < width; at += sweeps.subtile) {
+        T *pr = pre + at, *pi = pim + at, *lr = lre + at, *li = lim + at;
+        if (phases) {
+            phase_tile(pr, pi, sweeps.subtile, levels + at * value_size, kind, *phases);
+            phase_tile(lr, li, sweeps.subtile, levels + at * value_size, kind, *phases);
+        }
+        moments_range(pr, pi, lr, li, sweeps.subtile, g, out, 0, sweeps.inner, false);
+        if (early) sweeps.block(lr, li), sweeps.block_alone(pr, pi);
+    }
+    if (sweeps.inner < g.count) {
+        std::vector<double> high(g.count, 0.0);
+        moments_range(pre, pim, lre, lim, width, g, high.data(), sweeps.inner, g.count, triples_for(width));
+        const double scale = early ? sweeps.inner_factor / sweeps.factor : 1.0;
+        for (u64 i = sweeps.inner; i < g.count; ++i) out[i] += high[i] * scale;
+    }
+    if (early) sweeps.outer(lre, lim);
+    else if (undo) apply_gates(lre, lim, width, g, g.mats);
+}
+
+// (``undo``) λ <- the gates undone, then (``moments``) the moments at the layer's input (φ there) and, where
+// ``levels`` are given, the sums of the diagonal block before the layer.
+template <class T>
+void undo_then_moments(const T* pre, const T* pim, T* lre, T* lim, u64 width, const Gates<T>& g, double* out, bool undo, bool moments,
+                       const char* levels, int kind, double* sums) {
+    const GateSweeps<T> sweeps(g, undo ? g.mats : nullptr, width, 4);
+    const u64 value_size = value_bytes(kind);
+    if (undo) sweeps.outer(lre, lim);
+    if (!undo && !moments && !levels) return;
+    for (u64 at = 0; at < width; at += sweeps.subtile) {
+        if (undo) sweeps.block(lre + at, lim + at);
+        if (moments) moments_range(pre + at, pim + at, lre + at, lim + at, sweeps.subtile, g, out, 0, sweeps.inner, false);
+        if (levels) level_sums(pre + at, pim + at, lre + at, lim + at, sweeps.subtile, levels + at * value_size, kind, sums);
+    }
+    if (moments) moments_range(pre, pim, lre, lim, width, g, out, sweeps.inner, g.count, triples_for(width));
+}
+
 // An adjoint pass over a product layer that leaves φ in memory alone: λ <- U_i† λ for every gate (``undo``;
 // ``write``: λ stored back), with the moments out[t, i] += Im<λ|P_i|φ> taken ``before`` or ``after`` it.
 // A diagonal block joins the pass: DIAGONAL_AT_OUTPUT, right after the layer: first the moments of a later
@@ -1325,26 +1390,29 @@ void layer_adjoint_lambda(const cplx<T>* phi, cplx<T>* lam, const Tiling& tiling
         double* sums = a.sums + 2 * u64(th);
         u64 first, last;
         tiles_of_thread(th, tiles, a.nthreads, first, last);
+        const Diagonal diagonal = Diagonal(a.diagonal);
+        const int kind = a.block_levels.kind;
         for (u64 tile = first; tile < last; ++tile) {
             const u64 base = tile_base(tile, tiling);
-            gather(lre.get(), lim.get(), lam, base, offsets, tiling.run_bits, tiling.transposed);
-            if (reads_phi) load_tile(pre.get(), pim.get(), phi, tile, tiling, base, offsets, a.source, source_levels.get());
-            if (a.diagonal) tile_values(a.block_levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
-            if (a.diagonal == DIAGONAL_AT_OUTPUT) {
-                if (a.carried.mats) apply_gates(lre.get(), lim.get(), width, a.carried, a.carried.mats);
-                tile_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, a.carried, a.carried_out + u64(th) * a.carried_out_cols);
-                level_sums(pre.get(), pim.get(), lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, sums);
-                phase_tile(pre.get(), pim.get(), width, tile_levels.get(), a.block_levels.kind, a.block_phases);
-                phase_tile(lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, a.block_phases);
+            T *pr = pre.get(), *pi = pim.get(), *lr = lre.get(), *li = lim.get();
+            const char* levels = tile_levels.get();
+            gather(lr, li, lam, base, offsets, tiling.run_bits, tiling.transposed);
+            if (reads_phi) load_tile(pr, pi, phi, tile, tiling, base, offsets, a.source, source_levels.get());
+            if (diagonal) tile_values(a.block_levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
+            if (diagonal == DIAGONAL_AT_OUTPUT)
+                carried_moments_and_sums(pr, pi, lr, li, width, a.carried, a.carried_out + u64(th) * a.carried_out_cols, levels, kind, sums);
+            const bool phi_needed_after = a.after || diagonal == DIAGONAL_AT_INPUT;
+            if (a.before) {
+                const Phases* phases = diagonal == DIAGONAL_AT_OUTPUT ? &a.block_phases : nullptr;
+                moments_then_undo(pr, pi, lr, li, width, inverses, out, a.undo, !phi_needed_after, levels, kind, phases);
+            } else if (diagonal == DIAGONAL_AT_OUTPUT) {
+                phase_tile(pr, pi, width, levels, kind, a.block_phases);
+                phase_tile(lr, li, width, levels, kind, a.block_phases);
             }
-            if (a.before) tile_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, inverses, out);
-            if (a.undo) {
-                apply_gates(lre.get(), lim.get(), width, inverses, inverses.mats);
-                if (a.write) scatter(lre.get(), lim.get(), lam, n, base, offsets, tiling.run_bits, tiling.transposed);
-            }
-            if (a.after) tile_moments(pre.get(), pim.get(), lre.get(), lim.get(), width, inverses, out);
-            if (a.diagonal == DIAGONAL_AT_INPUT)
-                level_sums(pre.get(), pim.get(), lre.get(), lim.get(), width, tile_levels.get(), a.block_levels.kind, sums);
+            if (!a.before || phi_needed_after)
+                undo_then_moments(pr, pi, lr, li, width, inverses, out, a.undo && !a.before, a.after,
+                                  diagonal == DIAGONAL_AT_INPUT ? levels : nullptr, kind, sums);
+            if (a.undo && a.write) scatter(lr, li, lam, n, base, offsets, tiling.run_bits, tiling.transposed);
         }
     }
     team_barrier();
