@@ -568,15 +568,19 @@ void apply_range(T* re, T* im, u64 size, const Gates<T>& g, const cplx<T>* mats,
     }
 }
 
-// The product of the factors apply_range leaves out: those of the gates in groups of two or three but gate 0's group
-// (``inner_only``: of the groups below ``inner``).
+// The product of the factors apply_range leaves out over ``ranges`` (first, last gate and whether sweeps take three):
+// those of the gates in groups of two or three but gate 0's group.
+struct GateRange {
+    u64 first, last;
+    bool triples;
+};
+
 template <class T>
-double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner, bool triples, bool inner_only = false) {
+double scaled_factor(const Gates<T>& g, const cplx<T>* mats, const GateRange* ranges, u64 count) {
     double factor = 1.0;
-    const u64 ranges[2][2] = {{0, inner}, {inner, inner_only ? inner : g.count}};
-    for (const auto& range : ranges) {
-        for (u64 i = range[0]; i < range[1];) {
-            const u64 group = group_at(g, mats, i, range[1], triples && range[0] == inner);
+    for (u64 r = 0; r < count; ++r) {
+        for (u64 i = ranges[r].first; i < ranges[r].last;) {
+            const u64 group = group_at(g, mats, i, ranges[r].last, ranges[r].triples);
             if (group > 1 && i != 0)  // a group at gate 0 is applied as it is, times ``factor``
                 for (u64 j = i; j < i + group; ++j) factor *= scaled_rx(mats + 4 * j).factor;
             i += group;
@@ -585,23 +589,43 @@ double scaled_factor(const Gates<T>& g, const cplx<T>* mats, u64 inner, bool tri
     return factor;
 }
 
+// An L2-sized block of the buffers a sweep touches: gates on a tile's bits above its L1 blocks but below this are
+// swept one such block at a time (tiles of 2 MiB and more went past L2 once per gate or group of gates).
+constexpr u64 MIDTILE_BYTES = u64(1) << 19;
+
+template <class T>
+constexpr int midtile_bits(int buffers) {
+    int bits = 0;
+    while ((u64(buffers) * sizeof(T)) << (bits + 1) <= MIDTILE_BYTES) ++bits;
+    return bits;
+}
+
 // How a pass's gates (``mats``: g's or their inverses) sweep a tile of ``width``: the gates on its low bits one
-// L1-sized block at a time (``block``, each of ``subtile`` amplitudes), the others over the whole tile (``outer``).
-// The gates act on distinct wires: the two parts go in either order, and beside other work on the same blocks.
+// L1-sized block at a time (``block``, each of ``subtile`` amplitudes), the others (``outer``) one L2-sized block
+// at a time (gates inner..middle-1, blocks of ``midtile``) and over the whole tile (the rest). The gates act on
+// distinct wires: the parts go in any order, and beside other work on the same blocks.
 template <class T>
 struct GateSweeps {
     const Gates<T>& g;
     const cplx<T>* mats;
-    u64 width, inner, subtile;
+    u64 width, inner, subtile, middle, midtile;
     bool triples;
     double factor, inner_factor;
 
     // ``buffers``: the split buffers the blocks' work touches (2: these gates alone; 4: φ's and λ's beside them).
     GateSweeps(const Gates<T>& gates, const cplx<T>* m, u64 w, int buffers = 2)
         : g(gates), mats(m), width(w), inner(paired_inner_count(gates, w, buffers)),
-          subtile(std::min(w, u64(1) << subtile_bits<T>(buffers))), triples(triples_for(w)),
-          factor(gates.count && m ? scaled_factor(gates, m, inner, triples) : 1.0),
-          inner_factor(gates.count && m ? scaled_factor(gates, m, inner, triples, true) : 1.0) {}
+          subtile(std::min(w, u64(1) << subtile_bits<T>(buffers))), middle(inner), midtile(std::min(w, u64(1) << midtile_bits<T>(buffers))),
+          triples(triples_for(w)), factor(1.0), inner_factor(1.0) {
+        if (midtile < width) {  // pairs of gates where both ranges would end in one alone
+            while (middle < g.count && g.tile_bits[middle] < midtile_bits<T>(buffers)) ++middle;
+            if ((middle - inner) % 2 && (g.count - middle) % 2) --middle;
+        }
+        if (!gates.count || !m) return;
+        const GateRange ranges[3] = {{0, inner, false}, {inner, middle, false}, {middle, g.count, triples}};
+        factor = scaled_factor(gates, m, ranges, 3);
+        inner_factor = scaled_factor(gates, m, ranges, 1);
+    }
 
     void block(T* re, T* im) const {  // one block's inner gates; re and im point at the block
         if (inner) apply_range(re, im, subtile, g, mats, 0, inner, factor, false);
@@ -610,7 +634,9 @@ struct GateSweeps {
         if (inner) apply_range(re, im, subtile, g, mats, 0, inner, inner_factor, false);
     }
     void outer(T* re, T* im) const {
-        if (inner < g.count) apply_range(re, im, width, g, mats, inner, g.count, factor, triples);
+        if (inner < middle)
+            for (u64 at = 0; at < width; at += midtile) apply_range(re + at, im + at, midtile, g, mats, inner, middle, factor, false);
+        if (middle < g.count) apply_range(re, im, width, g, mats, middle, g.count, factor, triples);
     }
 };
 
