@@ -734,6 +734,21 @@ void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 s
     }
 }
 
+// out[i] += the moment of gate i for gates inner..count-1 over a tile: those below midtile_bits one L2-sized
+// block at a time, as GateSweeps::outer.
+template <class T>
+void outer_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out, u64 inner) {
+    const u64 midtile = std::min(width, u64(1) << midtile_bits<T>(4));
+    u64 middle = inner;
+    if (midtile < width) {
+        while (middle < g.count && g.tile_bits[middle] < midtile_bits<T>(4)) ++middle;
+        if ((middle - inner) % 2 && (g.count - middle) % 2) --middle;
+    }
+    if (inner < middle)
+        for (u64 at = 0; at < width; at += midtile) moments_range(pre + at, pim + at, lre + at, lim + at, midtile, g, out, inner, middle, false);
+    if (middle < g.count) moments_range(pre, pim, lre, lim, width, g, out, middle, g.count, triples_for(width));
+}
+
 template <class T>
 void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out) {
     if (!g.count) return;
@@ -741,7 +756,7 @@ void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 wi
     const u64 subtile = std::min(width, u64(1) << subtile_bits<T>(4));
     for (u64 block = 0; block < width; block += subtile)
         moments_range(pre + block, pim + block, lre + block, lim + block, subtile, g, out, 0, inner, false);
-    moments_range(pre, pim, lre, lim, width, g, out, inner, g.count, triples_for(width));
+    outer_moments(pre, pim, lre, lim, width, g, out, inner);
 }
 
 // ---- a swept diagonal block on a tile -----------------------------------------------------------------
@@ -1228,7 +1243,7 @@ double measure_in_blocks(T* re, T* im, T* lr, T* li, u64 width, const Gates<T>& 
     }
     if (take_moments && apply.inner < gates.count) {  // λ holds the high gates' factors already (undo.factor), ψ not
         std::vector<double> high(gates.count, 0.0);
-        moments_range(re, im, lr, li, width, gates, high.data(), apply.inner, gates.count, triples_for(width));
+        outer_moments(re, im, lr, li, width, gates, high.data(), apply.inner);
         const double scale = nundo && apply.inner ? undo.inner_factor / undo.factor : 1.0;
         for (u64 i = apply.inner; i < gates.count; ++i) moments[i] += high[i] * scale;
     }
@@ -1348,7 +1363,7 @@ void carried_moments_and_sums(const T* pre, const T* pim, T* lre, T* lim, u64 wi
         moments_range(pre + at, pim + at, lre + at, lim + at, undo.subtile, carried, out, 0, undo.inner, false);
         level_sums(pre + at, pim + at, lre + at, lim + at, undo.subtile, levels + at * value_size, kind, sums);
     }
-    moments_range(pre, pim, lre, lim, width, carried, out, undo.inner, carried.count, triples_for(width));
+    outer_moments(pre, pim, lre, lim, width, carried, out, undo.inner);
 }
 
 // The moments at the layer's output (φ there), then (``undo``) λ <- the gates undone; ``phases``: the diagonal
@@ -1371,7 +1386,7 @@ void moments_then_undo(T* pre, T* pim, T* lre, T* lim, u64 width, const Gates<T>
     }
     if (sweeps.inner < g.count) {
         std::vector<double> high(g.count, 0.0);
-        moments_range(pre, pim, lre, lim, width, g, high.data(), sweeps.inner, g.count, triples_for(width));
+        outer_moments(pre, pim, lre, lim, width, g, high.data(), sweeps.inner);
         const double scale = early ? sweeps.inner_factor / sweeps.factor : 1.0;
         for (u64 i = sweeps.inner; i < g.count; ++i) out[i] += high[i] * scale;
     }
@@ -1393,7 +1408,7 @@ void undo_then_moments(const T* pre, const T* pim, T* lre, T* lim, u64 width, co
         if (moments) moments_range(pre + at, pim + at, lre + at, lim + at, sweeps.subtile, g, out, 0, sweeps.inner, false);
         if (levels) level_sums(pre + at, pim + at, lre + at, lim + at, sweeps.subtile, levels + at * value_size, kind, sums);
     }
-    if (moments) moments_range(pre, pim, lre, lim, width, g, out, sweeps.inner, g.count, triples_for(width));
+    if (moments) outer_moments(pre, pim, lre, lim, width, g, out, sweeps.inner);
 }
 
 // An adjoint pass over a product layer that leaves φ in memory alone: λ <- U_i† λ for every gate (``undo``;
