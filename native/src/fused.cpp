@@ -622,20 +622,20 @@ struct GateSweeps {
             if ((middle - inner) % 2 && (g.count - middle) % 2) --middle;
         }
         if (!gates.count || !m) return;
-        const GateRange ranges[3] = {{0, inner, false}, {inner, middle, false}, {middle, g.count, triples}};
+        const GateRange ranges[3] = {{0, inner, TRIPLE_REGISTERS}, {inner, middle, TRIPLE_REGISTERS}, {middle, g.count, triples}};
         factor = scaled_factor(gates, m, ranges, 3);
         inner_factor = scaled_factor(gates, m, ranges, 1);
     }
 
     void block(T* re, T* im) const {  // one block's inner gates; re and im point at the block
-        if (inner) apply_range(re, im, subtile, g, mats, 0, inner, factor, false);
+        if (inner) apply_range(re, im, subtile, g, mats, 0, inner, factor, TRIPLE_REGISTERS);
     }
     void block_alone(T* re, T* im) const {  // the inner gates on a block the outer ones never sweep
-        if (inner) apply_range(re, im, subtile, g, mats, 0, inner, inner_factor, false);
+        if (inner) apply_range(re, im, subtile, g, mats, 0, inner, inner_factor, TRIPLE_REGISTERS);
     }
     void outer(T* re, T* im) const {
         if (inner < middle)
-            for (u64 at = 0; at < width; at += midtile) apply_range(re + at, im + at, midtile, g, mats, inner, middle, factor, false);
+            for (u64 at = 0; at < width; at += midtile) apply_range(re + at, im + at, midtile, g, mats, inner, middle, factor, TRIPLE_REGISTERS);
         if (middle < g.count) apply_range(re, im, width, g, mats, middle, g.count, factor, triples);
     }
 };
