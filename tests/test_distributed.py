@@ -253,7 +253,7 @@ def test_a_circuit_the_node_cannot_hold_in_one_shared_state_is_refused_before_it
     assert (
         "InsufficientMemoryError: fused.qubit with mpi=True cannot hold this circuit: the ranks of this node share "
         "0.00293 GiB (3145728 bytes) in /dev/shm (16 wires at c128 on 2 ranks: the state of its 2^16 amplitudes and λ "
-        "for the gradient; the cost's tables, 16 bytes an amplitude (0 of levels at 2 bytes, 2 diagonals of weighted "
+        "for the gradient; the cost's tables, 16 bytes an amplitude (0 of levels: 0 bytes, 2 diagonals of weighted "
         "terms at 8 bytes)), and the node needs 0.000122 GiB (131072 bytes) more than its memory and /dev/shm have "
         "available. Fix: precision='c64' halves the state's memory"
     ) in refused.stderr
@@ -319,7 +319,7 @@ def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path
     assert (
         "InsufficientMemoryError: fused.qubit with mpi=True cannot hold this circuit: a rank holds 0.00171 GiB (1835008 "
         "bytes) (16 wires at c128 on 2 ranks: the state of its 2^15 amplitudes and λ for the gradient; the cost's "
-        "tables, 16 bytes an amplitude (0 of levels at 2 bytes, 2 diagonals of weighted terms at 8 bytes); the "
+        "tables, 16 bytes an amplitude (0 of levels: 0 bytes, 2 diagonals of weighted terms at 8 bytes); the "
         "exchange's piece), and the ranks on the node with the least room need 0.000488 GiB (524288 bytes) more than "
         "it has available. Fix: precision='c64' halves the state's memory; start the ranks across more nodes"
     ) in refused.stderr

@@ -667,7 +667,7 @@ def _qml_qaoa(n, cost, mixer, layers):
     return ansatz
 
 
-@pytest.mark.parametrize(("weighted", "values"), [(False, np.uint16), (True, np.float64)])
+@pytest.mark.parametrize(("weighted", "values"), [(False, np.uint8), (True, np.float64)])
 def test_swept_cost_layers_match_the_trigonometric_path(weighted, values):
     """A cost layer applied inside the mixers' sweeps, by level (unweighted: a table of its m+1 phases)
     or by angle (weighted: from the cost's kept diagonal): the state and gradient of the table kernels'
@@ -772,18 +772,18 @@ def test_an_adjoint_pass_in_smaller_tiles_than_the_energys(monkeypatch, layers, 
     "layers,energy,gradient",
     [
         # |+> with the cost's phases by level, computed in the mixer's first tiled pass (16 written,
-        # 2 read per amplitude); its second pass takes the energy, reading ψ and the cost's levels
-        # (18). The gradient keeps the mixer's input: |+> written (18), the mixer read from it (32),
-        # its second pass writing λ in place of ψ, that pass already undone on it and its moments
-        # taken (34); the first pass undone on λ alone, its moments and the cost's at the input (34).
-        (1, 18 + 18, 18 + 32 + 34 + 34),
+        # 1 read per amplitude: 24 edges, uint8 levels); its second pass takes the energy, reading ψ and
+        # the cost's levels (17). The gradient keeps the mixer's input: |+> written (17), the mixer read
+        # from it (32), its second pass writing λ in place of ψ, that pass already undone on it and its
+        # moments taken (33); the first pass undone on λ alone, its moments and the cost's at the input (33).
+        (1, 17 + 17, 17 + 32 + 33 + 33),
         # p=2: the first mixer's second pass, the second cost layer and the second mixer's second pass
-        # in one sweep (32 + 2), which for the gradient also writes the kept input (16); the last
-        # mixer's first pass writes λ with itself undone, its moments taken (34). Adjoint: one sweep
+        # in one sweep (32 + 1), which for the gradient also writes the kept input (16); the last
+        # mixer's first pass writes λ with itself undone, its moments taken (33). Adjoint: one sweep
         # undoes the last mixer's second pass on λ, takes its moments at the input and the cost
-        # layer's, undoes it and the first mixer's second pass (50); the first mixer's first pass,
-        # its input computed, with the first cost layer's moments (18).
-        (2, 18 + 34 + 18, 18 + 50 + 34 + 50 + 18),
+        # layer's, undoes it and the first mixer's second pass (49); the first mixer's first pass,
+        # its input computed, with the first cost layer's moments (17).
+        (2, 17 + 33 + 17, 17 + 49 + 33 + 49 + 17),
     ],
 )
 def test_tracker_reports_the_bytes_the_kernels_move(layers, energy, gradient):
@@ -897,6 +897,30 @@ def test_cuts_of_any_number_of_levels_as_lightning(precision, tol, edges):
     np.testing.assert_allclose(qml.grad(ours)(params), qml.grad(reference)(params), atol=tol * edges, rtol=0)
 
 
+@pytest.mark.parametrize("precision,tol", [("c128", 1e-10), ("c64", C64_GRADIENT)])
+def test_costs_of_more_than_255_terms_keep_two_byte_levels(precision, tol):
+    """Levels are one byte for up to 255 unit terms, two beyond: a 12-wire cost of every pair and triple of Z (286
+    terms, levels 0-286), energy and gradient as lightning.qubit's."""
+    from itertools import combinations
+
+    from qbackends.fused import engine
+
+    n = 12
+    ops = [qml.prod(*(qml.Z(w) for w in ws)) for k in (2, 3) for ws in combinations(range(n), k)]
+    cost, mixer = qml.Hamiltonian(np.ones(len(ops)), ops), qml.qaoa.x_mixer(range(n))
+    assert (engine.level_dtype(len(ops)), engine.level_dtype(255)) == (np.uint16, np.uint8)
+    params = random_params((2, 2), seed=3)
+
+    def energy(p, device):
+        return qml.QNode(lambda p: (_qml_qaoa(n, cost, mixer, 2)(p), qml.expval(cost))[1], device, diff_method="adjoint")(p)
+
+    ours, reference = get_device(FUSED, wires=n, precision=precision), qml.device("lightning.qubit", wires=n)
+    assert abs(float(energy(params, ours)) - float(energy(params, reference))) <= tol * len(ops)
+    np.testing.assert_allclose(
+        qml.grad(energy)(params, ours), qml.grad(energy)(params, reference), atol=tol * len(ops), rtol=0
+    )
+
+
 def test_c64_state_probabilities_and_samples():
     """A c64 device returns a complex64 state; probabilities (summed in float64) and samples as c128's."""
     graph = qaoa.random_graph(10, 15, seed=3)
@@ -929,8 +953,8 @@ def test_c_dtype_other_than_complex_is_refused_typed():
 
 
 def test_c64_moves_half_the_state_bytes_and_holds_half_the_memory():
-    """The tracker counts 8 bytes an amplitude at c64 (the levels stay 2): the p=1 energy at 17 wires
-    is two sweeps that each move a state once and read the levels (the c128 case: 18 + 18 above; a
+    """The tracker counts 8 bytes an amplitude at c64 (a level stays 1: 24 edges): the p=1 energy at 17 wires
+    is two sweeps that each move a state once and read the levels (the c128 case: 17 + 17 above; a
     c64 tile holds a c128 tile's 2^15 amplitudes); the
     peak of gradient steps at 20 wires stays within what the memory guard declares (ψ, λ, the levels) and a few
     MiB that do not grow with the wires."""
@@ -953,7 +977,7 @@ def test_c64_moves_half_the_state_bytes_and_holds_half_the_memory():
         with qml.Tracker(device) as tracker:
             circuit(qml.numpy.array([0.3, 0.4], requires_grad=False))
         moved[precision] = tracker.totals["bytes_moved"] / 2**n
-    assert moved == {"c64": 10 + 10, "c128": 18 + 18}
+    assert moved == {"c64": 9 + 9, "c128": 17 + 17}
 
     graph, params = qaoa.random_graph(20, 30, 1967), random_params((2, 2))
     qml.grad(_qaoa_at("c64", qaoa.random_graph(12, 18, 1)))(params)  # the c64 kernels loaded

@@ -48,22 +48,35 @@ inline Values values(const In& a, const char* name) {
     v.size = a.size();
     if (!v.size) return v;
     if (a.dtype() == nb::dtype<std::uint16_t>()) v.kind = U16;
+    else if (a.dtype() == nb::dtype<std::uint8_t>()) v.kind = U8;
     else if (a.dtype() == nb::dtype<float>()) v.kind = F32;
     else if (a.dtype() == nb::dtype<double>()) v.kind = F64;
-    else throw nb::type_error((std::string(name) + ": levels are uint16, a diagonal's values float32 or float64").c_str());
+    else throw nb::type_error((std::string(name) + ": levels are uint8 or uint16, a diagonal's values float32 or float64").c_str());
     check_c_order(a, name);
     v.data = a.data();
     return v;
 }
 
-// A swept block's phases: complex<T> by level (uint16 values), two float64 numbers by angle.
+// A swept block's phases: complex<T> by level (uint8 or uint16 values), two float64 numbers by angle.
 template <class T>
 inline Phases phases(const In& a, const Values& of, const char* name) {
     Phases p;
     p.size = a.size();
     if (!p.size) return p;
-    p.data = of.kind == U16 || !of.size ? static_cast<const void*>(data<std::complex<T>>(a, name)) : static_cast<const void*>(data<double>(a, name));
+    p.data = by_level(of.kind) || !of.size ? static_cast<const void*>(data<std::complex<T>>(a, name)) : static_cast<const void*>(data<double>(a, name));
     return p;
 }
+
+// The body once per type of a levels array (uint8 or uint16), as L.
+#define QB_LEVELS(levels, ...)                                                                      \
+    if (levels.dtype() == nb::dtype<std::uint8_t>()) {                                              \
+        using L = std::uint8_t;                                                                     \
+        __VA_ARGS__;                                                                                \
+    } else if (levels.dtype() == nb::dtype<std::uint16_t>() || !levels.size()) {                    \
+        using L = std::uint16_t;                                                                    \
+        __VA_ARGS__;                                                                                \
+    } else {                                                                                        \
+        throw nb::type_error("levels: uint8 or uint16");                                            \
+    }
 
 }  // namespace qb

@@ -126,30 +126,32 @@ void bind_fused(nb::module_& m) {
     });
     m.def("diag_levels", [](Out out, int low_bits, In a, In bmask, In bcoef, In gmask, In c, double offset) {
         Tables t = tables(low_bits, a, bmask, bcoef, gmask, c);
-        auto* o = data<std::uint16_t>(out, "out");
-        nb::gil_scoped_release g;
-        diag_levels(o, out.size(), t, offset);
+        QB_LEVELS(out, {
+            auto* o = data<L>(out, "out");
+            nb::gil_scoped_release g;
+            diag_levels<L>(o, out.size(), t, offset);
+        })
     });
     m.def("phase_by_level", [](Out psi, In levels, In table) {
-        const auto* lv = data<std::uint16_t>(levels, "levels");
-        QB_STATE(psi, {
+        QB_LEVELS(levels, QB_STATE(psi, {
+            const auto* lv = data<L>(levels, "levels");
             auto* s = data<cplx<T>>(psi, "psi");
             const auto* tb = data<cplx<T>>(table, "table");
             nb::gil_scoped_release g;
-            phase_by_level<T>(s, psi.size(), lv, tb);
-        })
+            phase_by_level<T, L>(s, psi.size(), lv, tb);
+        }))
     });
     m.def("diag_adjoint_levels", [](Out phi, Out lam, In levels, In table, int low_bits, In gmask, Out rowsum, Out moments, int nthreads,
                                     bool undo) {
-        const auto* lv = data<std::uint16_t>(levels, "levels");
         const auto* gm = data<std::int64_t>(gmask, "gmask");
         double *r = data<double>(rowsum, "rowsum"), *mo = data<double>(moments, "moments");
-        QB_STATE(phi, {
+        QB_LEVELS(levels, QB_STATE(phi, {
+            const auto* lv = data<L>(levels, "levels");
             auto *p = data<cplx<T>>(phi, "phi"), *l = data<cplx<T>>(lam, "lam");
             const auto* tb = data<cplx<T>>(table, "table");
             nb::gil_scoped_release g;
-            diag_adjoint_levels<T>(p, l, phi.size(), lv, tb, low_bits, gm, gmask.size(), r, mo, nthreads, undo);
-        })
+            diag_adjoint_levels<T, L>(p, l, phi.size(), lv, tb, low_bits, gm, gmask.size(), r, mo, nthreads, undo);
+        }))
     });
     m.def("product_state", [](Out psi, int low_bits, In low_vectors, In high_vectors, In levels, In phases_) {
         const auto* lo = data<cplx<double>>(low_vectors, "low_vectors");
@@ -190,7 +192,7 @@ void bind_fused(nb::module_& m) {
     m.def("layer_apply", [](In source, Out psi, int run_bits, In high, In rest, bool transposed, In mats, In tile_bits, nb::tuple product_,
                             In diagonal, In levels, Out lam, In lam_undo, In generators, Out moments, int nthreads) -> double {
         TilingArgs t(run_bits, high, rest, transposed);
-        const auto* lv = data<std::uint16_t>(levels, "levels");
+        const Values lv = values(levels, "levels");
         double* mo = data<double>(moments, "moments");
         double value = 0.0;
         QB_STATE(source, {
@@ -202,7 +204,7 @@ void bind_fused(nb::module_& m) {
             const T* d = diagonal.size() ? data<T>(diagonal, "diagonal") : nullptr;
             const auto* undo = lam_undo.size() ? data<cplx<T>>(lam_undo, "lam_undo") : nullptr;
             nb::gil_scoped_release g;
-            value = layer_apply<T>(src, out, out != nullptr, t.t, gs, pr, d, diagonal.size(), lv, levels.size(), l, l != nullptr, undo,
+            value = layer_apply<T>(src, out, out != nullptr, t.t, gs, pr, d, diagonal.size(), lv, l, l != nullptr, undo,
                                    lam_undo.size() / 4, mo, mo != nullptr, nthreads);
         })
         return value;
@@ -320,10 +322,12 @@ void bind_fused(nb::module_& m) {
         QB_STATE(psi, {
             const auto* s = data<cplx<T>>(psi, "psi");
             auto* l = lam.size() ? data<cplx<T>>(lam, "lam") : nullptr;
-            const auto* lv = data<std::uint16_t>(levels, "levels");
             const double* v = data<double>(values, "values");
-            nb::gil_scoped_release g;
-            value = expval_by_level<T>(s, psi.size(), lv, v, l);
+            QB_LEVELS(levels, {
+                const auto* lv = data<L>(levels, "levels");
+                nb::gil_scoped_release g;
+                value = expval_by_level<T, L>(s, psi.size(), lv, v, l);
+            })
         })
         return value;
     }, "<ψ|D|ψ> for D[k] = values[levels[k]], and λ = Dψ into lam unless it is empty.");

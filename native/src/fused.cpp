@@ -270,10 +270,11 @@ void tile_values_of(const V* values, u64 base, const std::vector<u64>& offsets, 
     for (u64 run = 0; run < runs; ++run) std::memcpy(out + run * size, values + base + offsets[run], size * sizeof(V));
 }
 
-inline u64 value_bytes(int kind) { return kind == U16 ? 2 : kind == F32 ? 4 : 8; }
+inline u64 value_bytes(int kind) { return kind == U8 ? 1 : kind == U16 ? 2 : kind == F32 ? 4 : 8; }
 
 inline void tile_values(const Values& v, u64 base, const std::vector<u64>& offsets, int run_bits, bool transposed, void* out) {
     switch (v.kind) {
+        case U8: return tile_values_of(static_cast<const std::uint8_t*>(v.data), base, offsets, run_bits, transposed, static_cast<std::uint8_t*>(out));
         case U16: return tile_values_of(static_cast<const std::uint16_t*>(v.data), base, offsets, run_bits, transposed, static_cast<std::uint16_t*>(out));
         case F32: return tile_values_of(static_cast<const float*>(v.data), base, offsets, run_bits, transposed, static_cast<float*>(out));
         default: return tile_values_of(static_cast<const double*>(v.data), base, offsets, run_bits, transposed, static_cast<double*>(out));
@@ -827,27 +828,44 @@ constexpr bool PERMUTE_PHASES = false;
 #endif
 template <class T>
 constexpr u64 PERMUTE_SPAN = 2 * WIDE<T>;  // 16 entries c128, 32 c64
-// Spans a lookup takes at most (tables of up to 32 levels c128, 128 c64). ns an amplitude, one thread, against
-// 0.42-0.44 loaded lane by lane: c128 0.26, 0.33, 0.43 for 1, 2, 3 spans; c64 0.16 (2 spans), 0.25 (4).
+// Spans a lookup takes at most (tables of up to 48 levels c128, 128 c64). ns an amplitude, one thread, uint8
+// levels, against 0.38 (c128) and 0.44 (c64) loaded lane by lane: c128 0.26 for 1 or 2 spans, 0.34 for 3; c64 0.13
+// (2 spans), 0.22 (4).
 template <class T>
-constexpr u64 PERMUTE_MAX_CHUNKS = sizeof(T) == 8 ? 2 : 4;
+constexpr u64 PERMUTE_MAX_CHUNKS = sizeof(T) == 8 ? 3 : 4;
+
+// W levels (uint8 or uint16) as a register of W indices as wide as the state's numbers (GCC's own widening of a
+// vector of levels went lane by lane, 3.6x the time of the whole lookup for uint8).
+template <class I, class L, u64 W>
+QB_INLINE I widen_levels(const L* p) {
+#if defined(__AVX512F__)
+    __m512i x;
+    if constexpr (sizeof(L) == 1 && W == 16) x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    else if constexpr (sizeof(L) == 1) x = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    else if constexpr (W == 16) x = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    else x = _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return reinterpret_cast<I&>(x);
+#else
+    I out;
+    for (u64 l = 0; l < W; ++l) out[l] = p[l];
+    return out;
+#endif
+}
 
 // Buffers *= table[levels] (table: (real, imaginary) pairs of ``count`` levels, at most CHUNKS permute spans).
-template <u64 CHUNKS, class T>
-void phase_by_permutes(T* __restrict re, T* __restrict im, u64 size, const std::uint16_t* levels, const T* table, u64 count) {
+template <u64 CHUNKS, class T, class L>
+void phase_by_permutes(T* __restrict re, T* __restrict im, u64 size, const L* levels, const T* table, u64 count) {
     constexpr u64 W = WIDE<T>, SPAN = PERMUTE_SPAN<T>, SHIFT = __builtin_ctzll(SPAN);
     using V = typename Vec<T, W>::v;
     using S = std::conditional_t<sizeof(T) == 8, std::int64_t, std::int32_t>;  // an index lane as wide as T
     using I = typename Vec<S, W>::v;
-    using U = typename Vec<std::uint16_t, W>::v;
-    using J = typename Vec<std::int32_t, W>::v;  // u16 to int64 through int32: GCC widens it lane by lane in one step
     alignas(64) T split[2][CHUNKS * SPAN] = {};
     for (u64 e = 0; e < count; ++e) split[0][e] = table[2 * e], split[1][e] = table[2 * e + 1];
     V tr[2 * CHUNKS], ti[2 * CHUNKS];
     for (u64 j = 0; j < 2 * CHUNKS; ++j) tr[j] = load<V>(split[0] + j * W), ti[j] = load<V>(split[1] + j * W);
     const u64 whole = size - size % W;
     for (u64 t = 0; t < whole; t += W) {
-        const I level = __builtin_convertvector(__builtin_convertvector(load<U>(levels + t), J), I), at = level & splat<I>(S(SPAN - 1)), chunk = level >> S(SHIFT);
+        const I level = widen_levels<I, L, W>(levels + t), at = level & splat<I>(S(SPAN - 1)), chunk = level >> S(SHIFT);
         V pr = __builtin_shuffle(tr[0], tr[1], at), pi = __builtin_shuffle(ti[0], ti[1], at);
         for (u64 c = 1; c < CHUNKS; ++c) {
             const auto here = chunk == splat<I>(S(c));
@@ -865,13 +883,12 @@ void phase_by_permutes(T* __restrict re, T* __restrict im, u64 size, const std::
     }
 }
 
-// Buffers *= a diagonal block's phases on a gathered tile: phases[level] by level, by angle exp(i·(offset + slope·value)).
-template <class T>
-void phase_tile(T* __restrict re, T* __restrict im, u64 size, const void* tile_values, int kind, const Phases& phases) {
+// Buffers *= phases[levels] (phases: complex by level, in the state's precision).
+template <class T, class L>
+void phase_by_levels(T* __restrict re, T* __restrict im, u64 size, const L* levels, const Phases& phases) {
+    const T* table = static_cast<const T*>(phases.data);  // (real, imaginary) pairs
     if constexpr (PERMUTE_PHASES) {
-        if (kind == U16 && phases.size <= PERMUTE_MAX_CHUNKS<T> * PERMUTE_SPAN<T>) {
-            const auto* levels = static_cast<const std::uint16_t*>(tile_values);
-            const T* table = static_cast<const T*>(phases.data);
+        if (phases.size <= PERMUTE_MAX_CHUNKS<T> * PERMUTE_SPAN<T>) {
             switch ((phases.size + PERMUTE_SPAN<T> - 1) / PERMUTE_SPAN<T>) {
                 case 0:
                 case 1: return phase_by_permutes<1>(re, im, size, levels, table, phases.size);
@@ -881,25 +898,27 @@ void phase_tile(T* __restrict re, T* __restrict im, u64 size, const void* tile_v
             }
         }
     }
-    if (kind == U16) {  // phases[level], gathered LANES at a time
-        using V = typename Vec<T>::v;
-        const auto* levels = static_cast<const std::uint16_t*>(tile_values);
-        const T* table = static_cast<const T*>(phases.data);  // (real, imaginary) pairs
-        const u64 whole = size - size % LANES;
-        for (u64 t = 0; t < whole; t += LANES) {
-            V pr, pi;
-            for (u64 l = 0; l < LANES; ++l) pr[l] = table[2 * u64(levels[t + l])], pi[l] = table[2 * u64(levels[t + l]) + 1];
-            const V xr = load<V>(re + t), xi = load<V>(im + t);
-            store(re + t, xr * pr - xi * pi);
-            store(im + t, xr * pi + xi * pr);
-        }
-        for (u64 t = whole; t < size; ++t) {
-            const T pr = table[2 * u64(levels[t])], pi = table[2 * u64(levels[t]) + 1], xr = re[t], xi = im[t];
-            re[t] = xr * pr - xi * pi;
-            im[t] = xr * pi + xi * pr;
-        }
-        return;
+    using V = typename Vec<T>::v;  // phases[level], gathered LANES at a time
+    const u64 whole = size - size % LANES;
+    for (u64 t = 0; t < whole; t += LANES) {
+        V pr, pi;
+        for (u64 l = 0; l < LANES; ++l) pr[l] = table[2 * u64(levels[t + l])], pi[l] = table[2 * u64(levels[t + l]) + 1];
+        const V xr = load<V>(re + t), xi = load<V>(im + t);
+        store(re + t, xr * pr - xi * pi);
+        store(im + t, xr * pi + xi * pr);
     }
+    for (u64 t = whole; t < size; ++t) {
+        const T pr = table[2 * u64(levels[t])], pi = table[2 * u64(levels[t]) + 1], xr = re[t], xi = im[t];
+        re[t] = xr * pr - xi * pi;
+        im[t] = xr * pi + xi * pr;
+    }
+}
+
+// Buffers *= a diagonal block's phases on a gathered tile: phases[level] by level, by angle exp(i·(offset + slope·value)).
+template <class T>
+void phase_tile(T* __restrict re, T* __restrict im, u64 size, const void* tile_values, int kind, const Phases& phases) {
+    if (kind == U8) return phase_by_levels(re, im, size, static_cast<const std::uint8_t*>(tile_values), phases);
+    if (kind == U16) return phase_by_levels(re, im, size, static_cast<const std::uint16_t*>(tile_values), phases);
     const auto* ph = static_cast<const double*>(phases.data);
     if (kind == F32) phase_tile_by_angle(re, im, size, static_cast<const float*>(tile_values), ph[0], ph[1]);
     else phase_tile_by_angle(re, im, size, static_cast<const double*>(tile_values), ph[0], ph[1]);
@@ -921,6 +940,7 @@ void level_sums_of(const T* pre, const T* pim, const T* lre, const T* lim, u64 s
 template <class T>
 void level_sums(const T* pre, const T* pim, const T* lre, const T* lim, u64 size, const void* values, int kind, double* sums) {
     switch (kind) {
+        case U8: return level_sums_of(pre, pim, lre, lim, size, static_cast<const std::uint8_t*>(values), sums);
         case U16: return level_sums_of(pre, pim, lre, lim, size, static_cast<const std::uint16_t*>(values), sums);
         case F32: return level_sums_of(pre, pim, lre, lim, size, static_cast<const float*>(values), sums);
         default: return level_sums_of(pre, pim, lre, lim, size, static_cast<const double*>(values), sums);
@@ -1084,12 +1104,13 @@ void diag_values(O* out, u64 n, const Tables& t) {
 }
 
 // out[k] = angle(k) + offset as an integer: with coefficients -1/2 and offset T/2, how many of the T masks have odd parity at k.
-void diag_levels(std::uint16_t* out, u64 n, const Tables& t, double offset) {
-    map_angles(out, n, t, [offset](double angle) { return std::uint16_t(angle + offset + 0.5); });
+template <class L>
+void diag_levels(L* out, u64 n, const Tables& t, double offset) {
+    map_angles(out, n, t, [offset](double angle) { return L(angle + offset + 0.5); });
 }
 
-template <class T>
-void phase_by_level(cplx<T>* psi, u64 n, const std::uint16_t* levels, const cplx<T>* table) {
+template <class T, class L>
+void phase_by_level(cplx<T>* psi, u64 n, const L* levels, const cplx<T>* table) {
     u64 from, to;
     part_range(n, from, to);
 #pragma omp parallel for num_threads(threads()) schedule(static) if (parallel(n))
@@ -1100,8 +1121,8 @@ void phase_by_level(cplx<T>* psi, u64 n, const std::uint16_t* levels, const cplx
     team_barrier();
 }
 
-template <class T>
-void diag_adjoint_levels(cplx<T>* phi, cplx<T>* lam, u64 n, const std::uint16_t* levels, const cplx<T>* table, int low_bits,
+template <class T, class L>
+void diag_adjoint_levels(cplx<T>* phi, cplx<T>* lam, u64 n, const L* levels, const cplx<T>* table, int low_bits,
                          const i64* gmask, u64 ng, double* rowsum, double* moments, int nthreads, bool undo) {
     const u64 size = u64(1) << low_bits;
 #pragma omp parallel for num_threads(nthreads) schedule(static, 1) if (parallel(n))
@@ -1213,6 +1234,18 @@ void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates
     team_barrier();
 }
 
+// d[k] = diagonal[level k] for a tile of levels (uint8 or uint16).
+template <class T>
+void diagonal_by_level(T* d, u64 size, const T* diagonal, const char* tile_levels, int kind) {
+    if (kind == U8) {
+        const auto* l = reinterpret_cast<const std::uint8_t*>(tile_levels);
+        for (u64 k = 0; k < size; ++k) d[k] = diagonal[l[k]];
+    } else {
+        const auto* l = reinterpret_cast<const std::uint16_t*>(tile_levels);
+        for (u64 k = 0; k < size; ++k) d[k] = diagonal[l[k]];
+    }
+}
+
 // layer_apply's measured tile: ψ <- the gates' ψ, its value Σ D|ψ|² returned, λ = Dψ written to (lr, li), the
 // moments Im<λ|P_i|ψ> (``take_moments``) and λ <- the undoing gates' λ (``nundo``), in one sweep of L1 blocks
 // beside the gates on the tile's high bits: those on ψ before it, the moments and undoing after it. The high
@@ -1220,18 +1253,17 @@ void layer_adjoint(cplx<T>* phi, cplx<T>* lam, const Tiling& tiling, const Gates
 // With ``take_moments`` false, λ is written over ψ (lr, li are re, im).
 template <class T>
 double measure_in_blocks(T* re, T* im, T* lr, T* li, u64 width, const Gates<T>& gates, const cplx<T>* lam_undo, u64 nundo,
-                         bool take_moments, double* moments, const T* diagonal, const std::uint16_t* levels, u64 nlevels, u64 base,
-                         const std::vector<u64>& offsets, const Tiling& tiling, T* d, std::uint16_t* tile_levels) {
+                         bool take_moments, double* moments, const T* diagonal, const Values& levels, u64 base,
+                         const std::vector<u64>& offsets, const Tiling& tiling, T* d, char* tile_levels) {
     const GateSweeps<T> apply(gates, gates.mats, width, 4), undo(gates, lam_undo, width, 4);
     apply.outer(re, im);
-    if (nlevels) tile_values_of(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels);
+    if (levels.size) tile_values(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels);
     else tile_values_of(diagonal, base, offsets, tiling.run_bits, tiling.transposed, d);
     double value = 0.0;
     for (u64 at = 0; at < width; at += apply.subtile) {
         T *r = re + at, *i = im + at, *a = lr + at, *b = li + at, *dd = d + at;
         apply.block(r, i);
-        if (nlevels)
-            for (u64 k = 0; k < apply.subtile; ++k) dd[k] = diagonal[tile_levels[at + k]];
+        if (levels.size) diagonal_by_level(dd, apply.subtile, diagonal, tile_levels + at * value_bytes(levels.kind), levels.kind);
         double part = 0.0;
 #pragma omp simd reduction(+ : part)
         for (u64 k = 0; k < apply.subtile; ++k) part += double(dd[k] * (r[k] * r[k] + i[k] * i[k]));
@@ -1257,7 +1289,7 @@ double measure_in_blocks(T* re, T* im, T* lr, T* li, u64 width, const Gates<T>& 
 // applied to it; ``take_moments``: moments[tile, i] += Im<λ|P_i|ψ> there, before the undoing.
 template <class T>
 double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Tiling& tiling, const Gates<T>& gates,
-                   const Product<T>& product, const T* diagonal, u64 ndiagonal, const std::uint16_t* levels, u64 nlevels, cplx<T>* lam,
+                   const Product<T>& product, const T* diagonal, u64 ndiagonal, Values levels, cplx<T>* lam,
                    bool write_lam, const cplx<T>* lam_undo, u64 nundo, double* moments, bool take_moments, int nthreads) {
     const u64 width = tile_width(tiling), tiles = tile_count(tiling), n = width * tiles;
     const std::vector<u64> offsets = run_offsets(tiling);
@@ -1269,7 +1301,7 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
         T* lr = take_moments ? lre.get() : re.get();
         T* li = take_moments ? lim.get() : im.get();
         Buffer<T> d(ndiagonal ? width : 0);
-        Buffer<std::uint16_t> tile_levels(nlevels ? width : 0);
+        Buffer<char> tile_levels(levels.size ? width * value_bytes(levels.kind) : 0);
         Buffer<char> source_levels(product.levels.size ? width * value_bytes(product.levels.kind) : 0);
         u64 first, last;
         tiles_of_thread(th, tiles, nthreads, first, last);
@@ -1278,7 +1310,7 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
             load_tile(re.get(), im.get(), source, tile, tiling, base, offsets, product, source_levels.get());
             if (measured) {
                 const double part = measure_in_blocks(re.get(), im.get(), lr, li, width, gates, lam_undo, nundo, take_moments,
-                                                      moments + tile * gates.count, diagonal, levels, nlevels, base, offsets, tiling,
+                                                      moments + tile * gates.count, diagonal, levels, base, offsets, tiling,
                                                       d.get(), tile_levels.get());
                 total_value += part;
                 scatter(lr, li, lam, n, base, offsets, tiling.run_bits, tiling.transposed);
@@ -1287,9 +1319,9 @@ double layer_apply(const cplx<T>* source, cplx<T>* psi, bool write_psi, const Ti
             apply_gates(re.get(), im.get(), width, gates, gates.mats);
             if (write_psi) scatter(re.get(), im.get(), psi, n, base, offsets, tiling.run_bits, tiling.transposed);
             if (!ndiagonal) continue;
-            if (nlevels) {
-                tile_values_of(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
-                for (u64 k = 0; k < width; ++k) d.get()[k] = diagonal[tile_levels.get()[k]];
+            if (levels.size) {
+                tile_values(levels, base, offsets, tiling.run_bits, tiling.transposed, tile_levels.get());
+                diagonal_by_level(d.get(), width, diagonal, tile_levels.get(), levels.kind);
             } else {
                 tile_values_of(diagonal, base, offsets, tiling.run_bits, tiling.transposed, d.get());
             }
@@ -1515,8 +1547,8 @@ double expval(const cplx<T>* psi, u64 n, const D* diagonal) {
 }
 
 // <ψ|D|ψ>, and λ = D ψ unless lam is null, for D[k] = values[levels[k]]: two bytes an amplitude read, not a diagonal's.
-template <class T>
-double expval_by_level(const cplx<T>* psi, u64 n, const std::uint16_t* levels, const double* values, cplx<T>* lam) {
+template <class T, class L>
+double expval_by_level(const cplx<T>* psi, u64 n, const L* levels, const double* values, cplx<T>* lam) {
     double sum = 0.0;
     u64 from, to;
     part_range(n, from, to);
@@ -1549,17 +1581,25 @@ void scatter_tile(const T* re, const T* im, cplx<T>* psi, u64 n, u64 base, const
     scatter(re, im, psi, n, base, offsets, run_bits, transposed);
 }
 
+#define QB_BY_LEVEL(T, L)                                                                                                          \
+    template void phase_by_level<T, L>(cplx<T>*, u64, const L*, const cplx<T>*);                                                    \
+    template void diag_adjoint_levels<T, L>(cplx<T>*, cplx<T>*, u64, const L*, const cplx<T>*, int, const i64*, u64, double*, double*, \
+                                            int, bool);                                                                             \
+    template double expval_by_level<T, L>(const cplx<T>*, u64, const L*, const double*, cplx<T>*);
+
+template void diag_levels<std::uint8_t>(std::uint8_t*, u64, const Tables&, double);
+template void diag_levels<std::uint16_t>(std::uint16_t*, u64, const Tables&, double);
+
 #define QB_INSTANTIATE(T)                                                                                                          \
     template void diag_phase_tables<T>(cplx<T>*, u64, const Tables&, double);                                                     \
     template void diag_adjoint_tables<T>(cplx<T>*, cplx<T>*, u64, const Tables&, double*, double*, int, bool);                    \
     template void diag_values<T>(T*, u64, const Tables&);                                                                          \
-    template void phase_by_level<T>(cplx<T>*, u64, const std::uint16_t*, const cplx<T>*);                                          \
-    template void diag_adjoint_levels<T>(cplx<T>*, cplx<T>*, u64, const std::uint16_t*, const cplx<T>*, int, const i64*, u64,      \
-                                         double*, double*, int, bool);                                                             \
+    QB_BY_LEVEL(T, std::uint8_t)                                                                                                   \
+    QB_BY_LEVEL(T, std::uint16_t)                                                                                                  \
     template void product_state<T>(cplx<T>*, u64, int, const cplx<double>*, const cplx<double>*, u64, Values, Phases);            \
     template void layer_adjoint<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, double*, int, bool, const BlockAfter<T>&);  \
     template double layer_apply<T>(const cplx<T>*, cplx<T>*, bool, const Tiling&, const Gates<T>&, const Product<T>&, const T*,   \
-                                   u64, const std::uint16_t*, u64, cplx<T>*, bool, const cplx<T>*, u64, double*, bool, int);       \
+                                   u64, Values, cplx<T>*, bool, const cplx<T>*, u64, double*, bool, int);                          \
     template void layers_with_diagonal<T>(cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, Values, Phases, const Gates<T>&,    \
                                           int);                                                                                    \
     template void layer_adjoint_lambda<T>(const cplx<T>*, cplx<T>*, const Tiling&, const Gates<T>&, const AdjointLambda<T>&);     \
@@ -1570,7 +1610,6 @@ void scatter_tile(const T* re, const T* im, cplx<T>* psi, u64 n, u64 base, const
     template double expval_and_lambda<T, float>(const cplx<T>*, u64, const float*, cplx<T>*);                                     \
     template double expval_and_lambda<T, double>(const cplx<T>*, u64, const double*, cplx<T>*);                                   \
     template double expval<T, float>(const cplx<T>*, u64, const float*);                                                          \
-    template double expval_by_level<T>(const cplx<T>*, u64, const std::uint16_t*, const double*, cplx<T>*);                       \
     template double expval<T, double>(const cplx<T>*, u64, const double*);
 
 QB_INSTANTIATE(double)

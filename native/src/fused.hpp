@@ -18,8 +18,9 @@ namespace qb {
 using u64 = std::uint64_t;
 using i64 = std::int64_t;
 
-// What a tile's per-amplitude values are: a level (uint16, an unweighted cut) or a diagonal's value.
-enum ValueKind : int { U16 = 0, F32 = 1, F64 = 2 };
+// What a tile's per-amplitude values are: a level (uint8 or uint16, an unweighted cut) or a diagonal's value.
+enum ValueKind : int { U16 = 0, F32 = 1, F64 = 2, U8 = 3 };
+inline bool by_level(int kind) { return kind == U16 || kind == U8; }
 
 struct Values {  // a per-amplitude array (levels or a diagonal): data, count, kind
     const void* data = nullptr;
@@ -89,10 +90,10 @@ template <class T>
 void diag_adjoint_tables(std::complex<T>* phi, std::complex<T>* lam, u64 n, const Tables& t, double* rowsum, double* moments,
                          int nthreads, bool undo);
 template <class O> void diag_values(O* out, u64 n, const Tables& t);
-void diag_levels(std::uint16_t* out, u64 n, const Tables& t, double offset);
-template <class T> void phase_by_level(std::complex<T>* psi, u64 n, const std::uint16_t* levels, const std::complex<T>* table);
-template <class T>
-void diag_adjoint_levels(std::complex<T>* phi, std::complex<T>* lam, u64 n, const std::uint16_t* levels,
+template <class L> void diag_levels(L* out, u64 n, const Tables& t, double offset);
+template <class T, class L> void phase_by_level(std::complex<T>* psi, u64 n, const L* levels, const std::complex<T>* table);
+template <class T, class L>
+void diag_adjoint_levels(std::complex<T>* phi, std::complex<T>* lam, u64 n, const L* levels,
                          const std::complex<T>* table, int low_bits, const i64* gmask, u64 ng, double* rowsum, double* moments,
                          int nthreads, bool undo);
 template <class T>
@@ -112,7 +113,7 @@ void layer_adjoint(std::complex<T>* phi, std::complex<T>* lam, const Tiling& til
                    int nthreads, bool undo, const BlockAfter<T>& after);
 template <class T>
 double layer_apply(const std::complex<T>* source, std::complex<T>* psi, bool write_psi, const Tiling& tiling, const Gates<T>& gates,
-                   const Product<T>& product, const T* diagonal, u64 ndiagonal, const std::uint16_t* levels, u64 nlevels,
+                   const Product<T>& product, const T* diagonal, u64 ndiagonal, Values levels,
                    std::complex<T>* lam, bool write_lam, const std::complex<T>* lam_undo, u64 nundo, double* moments,
                    bool take_moments, int nthreads);
 template <class T>
@@ -142,6 +143,6 @@ void layer_adjoint_lambda(const std::complex<T>* phi, std::complex<T>* lam, cons
 template <class T> void cnot(std::complex<T>* psi, u64 n, int control, int target);
 template <class T, class D> double expval_and_lambda(const std::complex<T>* psi, u64 n, const D* diagonal, std::complex<T>* lam);
 template <class T, class D> double expval(const std::complex<T>* psi, u64 n, const D* diagonal);
-template <class T> double expval_by_level(const std::complex<T>* psi, u64 n, const std::uint16_t* levels, const double* values, std::complex<T>* lam);
+template <class T, class L> double expval_by_level(const std::complex<T>* psi, u64 n, const L* levels, const double* values, std::complex<T>* lam);
 
 }  // namespace qb

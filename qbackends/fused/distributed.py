@@ -363,7 +363,7 @@ class Ranks:
             what = (
                 f"{wires} wires at {'c64' if itemsize == 8 else 'c128'} on {self.size} rank{'s' if self.size > 1 else ''}: "
                 f"the state of its 2^{local} amplitudes{' and λ for the gradient' if adjoint else ''}; the cost's "
-                f"tables, {table_bytes} bytes an amplitude ({len(tables.levels)} of levels at {engine.LEVEL_BYTES} "
+                f"tables, {table_bytes} bytes an amplitude ({len(tables.levels)} of levels: {tables.level_bytes()} "
                 f"bytes, {len(tables.diagonals)} diagonals of weighted terms at {np.dtype(self._cache.real).itemsize} "
                 f"bytes)" + ("; the exchange's piece" if self.size > 1 and not shared else "")
             )

@@ -93,13 +93,13 @@ def table_array(size: int, dtype: type) -> np.ndarray:
 class Traffic:
     """Bytes the kernels moved in an execution, the roofline's numerator: per amplitude swept, the
     state amplitudes read and written (``amplitude`` bytes each: 16 at complex128, 8 at complex64),
-    the uint16 levels and the real diagonal entries (half an amplitude) read."""
+    the levels (``level_bytes``) and the real diagonal entries (half an amplitude) read."""
 
     amplitude: int = 16
     bytes: int = 0
 
     def add(self, amplitudes: int, states: float = 0, values: int = 0, diagonals: int = 0) -> None:
-        """``values``: bytes of diagonal blocks' values read per amplitude (LEVEL_BYTES for a level)."""
+        """``values``: bytes of diagonal blocks' values read per amplitude (a level's itemsize for a level)."""
         each = states * self.amplitude + values + diagonals * self.amplitude // 2
         self.bytes += int(amplitudes * each)
 
@@ -185,14 +185,14 @@ class DiagonalCache:
         return (self.get(nwires, wanted_masks, wanted), 1.0, 0.0) if create else None
 
     def levels(self, nwires: int, masks: np.ndarray, signs: np.ndarray | None = None) -> np.ndarray:
-        """levels[k]: how many of ``masks`` have odd parity at k (2 bytes per amplitude); with ``signs`` (±1 per
+        """levels[k]: how many of ``masks`` have odd parity at k (``level_dtype``); with ``signs`` (±1 per
         mask), even parity counts where the sign is -1: Σ signs·z(k & mask) = T - 2·levels[k]."""
         flipped = signs is not None and bool((signs < 0).any())
         key = ("levels", nwires, masks.tobytes(), signs.tobytes() if flipped else b"")
         if (found := self._lookup(key)) is not None:
             return found
         t = split_tables(masks, -0.5 * (signs if flipped else np.ones(masks.size)), nwires)
-        out = self._allocate(1 << nwires, np.uint16)
+        out = self._allocate(1 << nwires, level_dtype(masks.size))
         K.diag_levels(out, t.low_bits, t.a, t.bmask, t.bcoef, t.gmask, t.c, masks.size / 2)
         return self._remember(key, out)
 
@@ -208,10 +208,10 @@ class DiagonalCache:
         """Bytes of ``tables`` (a circuit's, ``cost_tables``) the cache does not hold yet: what running it allocates.
         More of a kind than the cache keeps are all counted: each run then builds them again (the sweeps hold them
         all at once)."""
-        level_bytes, diagonal_bytes = LEVEL_BYTES << nwires, np.dtype(self.real).itemsize << nwires
+        diagonal_bytes = np.dtype(self.real).itemsize << nwires
         if len(tables.levels) > self._size or len(tables.diagonals) > self._size:
-            return level_bytes * len(tables.levels) + diagonal_bytes * len(tables.diagonals)
-        missing = sum(level_bytes for key in tables.levels if ("levels", nwires, *key) not in self._entries)
+            return (tables.level_bytes() << nwires) + diagonal_bytes * len(tables.diagonals)
+        missing = sum(level_bytes(key) << nwires for key in tables.levels if ("levels", nwires, *key) not in self._entries)
         for masks, coefs in tables.diagonals:
             weights = np.frombuffer(coefs)  # scaled and rounded to 12 places (cost_tables): matched to 1e-9
             if self.proportional(nwires, np.frombuffer(masks, dtype=np.int64), weights, create=False, rtol=1e-9) is None:
@@ -219,8 +219,18 @@ class DiagonalCache:
         return missing
 
 
-LEVEL_BYTES = 2  # a uint16 level per amplitude
 MAX_LEVELS = 1 << 16
+
+
+def level_dtype(count: int) -> type:
+    """The dtype of the levels of ``count`` masks (0 to count): one byte up to 255 masks (a level read a pass is
+    an eighth of a c64 amplitude's bytes, not a quarter), two up to MAX_LEVELS."""
+    return np.uint8 if count < 256 else np.uint16
+
+
+def level_bytes(key: tuple[bytes, bytes]) -> int:
+    """Bytes an amplitude of the levels of a CostTables key (masks as int64 bytes, signs)."""
+    return np.dtype(level_dtype(len(key[0]) // 8)).itemsize
 
 
 class CostTables(NamedTuple):
@@ -232,7 +242,11 @@ class CostTables(NamedTuple):
 
     def bytes(self, real: type) -> int:
         """Bytes an amplitude of them all (every one may be in use at once: the cache evicts only what nothing holds)."""
-        return LEVEL_BYTES * len(self.levels) + np.dtype(real).itemsize * len(self.diagonals)
+        return self.level_bytes() + np.dtype(real).itemsize * len(self.diagonals)
+
+    def level_bytes(self) -> int:
+        """Bytes an amplitude of the levels' tables."""
+        return sum(level_bytes(key) for key in self.levels)
 
 
 def cost_tables(blocks: list[DiagonalBlock], masks: np.ndarray, coefs: np.ndarray) -> CostTables:
@@ -303,7 +317,7 @@ def values_by_level(
 
 class SweepBlock(NamedTuple):
     """A diagonal block as a sweep applies it to a tile (``kernels._phase_tile``; ``sign`` -1 undoes it):
-    by level, phases[values[k]] (uint16 levels: every varying term has one coefficient, an unweighted
+    by level, phases[values[k]] (uint8 or uint16 levels: every varying term has one coefficient, an unweighted
     cut), or by angle, exp(i·(phases[0] + phases[1]·values[k])) (a kept float diagonal: a weighted cut).
     When its varying terms have one parameter ``param`` (-1: none), their derivative by it is
     ``offset + slope·values[k]``: their moment follows from the sums Σ q and Σ q·values. ``param``
@@ -733,7 +747,7 @@ def _measure(psi: np.ndarray, measure: Measure, traffic: Traffic) -> None:
         levels, values = measure.by_level
         lam = measure.lam if measure.lam is not None else psi[:0]
         measure.value = K.expval_by_level(psi, levels, np.asarray(values, dtype=np.float64), lam)
-        traffic.add(psi.size, states=1 if measure.lam is None else 2, values=LEVEL_BYTES)
+        traffic.add(psi.size, states=1 if measure.lam is None else 2, values=levels.itemsize)
     elif measure.lam is not None:
         measure.value = K.expval_and_lambda(psi, measure.diagonal(), measure.lam)
         traffic.add(psi.size, states=2, diagonals=1)  # ψ and the diagonal read, λ written
@@ -837,7 +851,7 @@ def apply(seg: Segment, psi: np.ndarray, nwires: int, cache: DiagonalCache | Non
     traffic = traffic if traffic is not None else Traffic()
     if isinstance(seg, DiagonalBlock) and (by_level := _by_level(seg, nwires, cache, 1.0)):
         K.phase_by_level(psi, by_level.values, *_cast(psi, by_level.phases))
-        traffic.add(psi.size, states=2, values=LEVEL_BYTES)
+        traffic.add(psi.size, states=2, values=by_level.values.itemsize)
     elif isinstance(seg, DiagonalBlock):
         t = split_tables(np.array(seg.masks, dtype=np.int64), np.array(seg.coefs), nwires)
         phase_a, phase_c = _phase_tables(t, 1.0)
@@ -1099,7 +1113,7 @@ def _diagonal_adjoint(
         K.diag_adjoint_levels(
             phi, lam, by_level.values, *_cast(phi, by_level.phases), t.low_bits, t.gmask, rowsum, moments, nthreads, undo
         )
-        traffic.add(phi.size, states=4 if undo else 2, values=LEVEL_BYTES)
+        traffic.add(phi.size, states=4 if undo else 2, values=by_level.values.itemsize)
     else:
         phase_a, phase_c = _phase_tables(t, -1.0)
         K.diag_adjoint_tables(phi, lam, t.low_bits, phase_a, t.bmask, t.bcoef, t.gmask, phase_c, rowsum, moments, nthreads, undo)
