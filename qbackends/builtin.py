@@ -91,17 +91,18 @@ BACKENDS = (
         distribution="qbackends-native",
         install=NATIVE_INSTALL,
         hardware="cpu",
-        # ψ and λ, and a cost's 2-byte levels (2.13 states measured at 22 wires c128, 2.27 c64); a weighted cost's
+        # ψ and λ, and a cost's levels: a byte for up to 255 terms (engine.level_dtype; 2.13 states measured at 22 wires
+        # c128, 2.27 c64, with 2-byte levels); more terms (2-byte levels), a weighted cost's
         # diagonal, a second measurement's φ or a matrix observable take more: the device sizes such a circuit when it
         # runs it (FusedQubit.size_circuit)
         state_copies=2.0,
-        table_bytes=2,
-        # a rank: ψ and λ, and a cost's 2-byte levels in each of the two bit layouts the exchanges alternate between
+        table_bytes=1,
+        # a rank: ψ and λ, and a cost's levels in each of the two bit layouts the exchanges alternate between
         # (a weighted cost's real diagonals take more: the device sizes that circuit when it runs it)
         rank_state_copies=2.0,
-        rank_table_bytes=2 * 2,
+        rank_table_bytes=2 * 1,
         rank_buffer_bytes=16 << 20,  # the exchange's receiving piece (fused.distributed.EXCHANGE_PIECE_BYTES)
-        shared_table_bytes=2,  # ranks of one node share ψ, λ and the levels of one layout (fused.shared)
+        shared_table_bytes=1,  # ranks of one node share ψ, λ and the levels of one layout (fused.shared)
         preference=5,
         description="fused diagonal blocks and gate layers (compiled C++); the QAOA workload's choice under auto",
         capabilities_file=("qbackends", "qbackends/fused/fused_qubit.toml"),

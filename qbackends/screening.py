@@ -209,7 +209,7 @@ def memory_error(
         held_copies = f"{backend.copies(bool(mpi)):g} state copies of {capabilities.describe_bytes(capabilities.state_bytes(wires, precision))}"
         tables = backend.shared_table_bytes if shared else backend.rank_table_bytes if mpi else backend.table_bytes
         if tables:
-            held_copies += f", {tables} bytes an amplitude of tables"
+            held_copies += f", {tables} byte{'s' if tables != 1 else ''} an amplitude of tables"
         if mpi and not shared and backend.rank_buffer_bytes:
             held_copies += f" and {int(mpi)} rank buffer{'s' if mpi > 1 else ''} of up to {backend.rank_buffer_bytes >> 20} MiB"
         what += f"({held_copies} during {during}) "

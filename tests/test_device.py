@@ -64,7 +64,7 @@ def test_the_memory_advice_is_true_for_the_backend_at_hand():
     assert "during an adjoint gradient" in str(err.value) and "precision='c64' halves the memory" in err.value.fix
     with pytest.raises(InsufficientMemoryError) as err:  # asked at c64: sized at 8 bytes an amplitude, no c64 advice
         get_device("local:qbackends/fused.qubit", wires=40, precision="c64")
-    assert f"(2 state copies of 8.19e+03 GiB ({8 * 2**40} bytes), 2 bytes an amplitude of tables during an adjoint gradient)" in str(
+    assert f"(2 state copies of 8.19e+03 GiB ({8 * 2**40} bytes), 1 byte an amplitude of tables during an adjoint gradient)" in str(
         err.value
     )
     assert "precision='c64'" not in err.value.fix
@@ -276,14 +276,14 @@ def test_results_honour_the_umask(tmp_path):
 
 
 def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
-    """fused.qubit: one process at its state_copies and table_bytes (ψ and λ, and a cost's 2-byte levels), a rank of
+    """fused.qubit: one process at its state_copies and table_bytes (ψ and λ, and a cost's 1-byte levels), a rank of
     mpi=True at its rank_state_copies and rank_table_bytes (the levels in each of the two bit layouts the exchanges
     alternate between): the least a circuit needs; the device sizes a weighted cost's diagonals when it runs one."""
     from qbackends import capabilities
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
-    assert (fused.copies(), fused.table_bytes, fused.copies(mpi=True), fused.rank_table_bytes) == (2.0, 2, 2.0, 4)
-    room = 155 << 20  # 22 wires: one process 2 states and 8 MiB of levels (136 MiB), a rank 16 MiB of tables and a 16 MiB piece more
+    assert (fused.copies(), fused.table_bytes, fused.copies(mpi=True), fused.rank_table_bytes) == (2.0, 1, 2.0, 2)
+    room = 150 << 20  # 22 wires: one process 2 states and 4 MiB of levels (132 MiB), a rank 8 MiB of tables and a 16 MiB piece (152)
     assert capabilities.max_wires(fused, room) == 22 and capabilities.max_wires(fused, room, mpi=True) == 21
     lightning = get_context().registry.backends["pennylane/lightning.qubit"]  # declares no rank figure
     assert lightning.copies(mpi=True) == lightning.copies() == 9.0
@@ -294,8 +294,8 @@ def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
         get_device("local:qbackends/fused.qubit", wires=40, mpi=True)
     text = str(err.value)
     assert "the one state of this node's ranks (40 wires) on local:qbackends/fused.qubit at c128" in text
-    assert f"({2 * 16 * 2**40 + (2 << 40)} bytes) (2 state copies of" in text
-    assert ", 2 bytes an amplitude of tables during an adjoint gradient" in text
+    assert f"({2 * 16 * 2**40 + (1 << 40)} bytes) (2 state copies of" in text
+    assert ", 1 byte an amplitude of tables during an adjoint gradient" in text
     on_one_node, across_nodes = Launch("mpiexec (MPICH)", 0, 4, 0, 4, "127.0.0.1", 29500), Launch("srun", 0, 4, 0, 1, "n1", 29500)
     assert ranks_share_state({"mpi": True}, on_one_node)
     assert not ranks_share_state({"mpi": True, "share_node": False}, on_one_node)
@@ -312,14 +312,14 @@ def test_a_node_of_ranks_is_sized_with_each_ranks_buffer():
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
     share = 32 << 20  # a 21-wire share at c128: two of them are 22 wires' worth
-    assert capabilities.working_set_bytes(fused, 22, mpi=2) == 2 * 2 * share + (4 << 22) + 2 * (16 << 20)
-    assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (4 << 20) + 2 * (4 << 20)  # half of an 8 MiB share
-    assert capabilities.working_set_bytes(fused, 30, mpi=2) == 2 * 16 * 2**30 + (4 << 30) + 2 * (16 << 20)
-    assert capabilities.working_set_bytes(fused, 30) == 2 * 16 * 2**30 + (2 << 30)  # one process: no exchange
-    assert capabilities.working_set_bytes(fused, 30, "c64") == 2 * 8 * 2**30 + (2 << 30)  # 18 GiB: fits 24 GiB machines
+    assert capabilities.working_set_bytes(fused, 22, mpi=2) == 2 * 2 * share + (2 << 22) + 2 * (16 << 20)
+    assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (2 << 20) + 2 * (4 << 20)  # half of an 8 MiB share
+    assert capabilities.working_set_bytes(fused, 30, mpi=2) == 2 * 16 * 2**30 + (2 << 30) + 2 * (16 << 20)
+    assert capabilities.working_set_bytes(fused, 30) == 2 * 16 * 2**30 + (1 << 30)  # one process: no exchange
+    assert capabilities.working_set_bytes(fused, 30, "c64") == 2 * 8 * 2**30 + (1 << 30)  # 17 GiB: fits 24 GiB machines
     # ranks sharing one state: ψ and λ once for the node, the levels of one layout, no pieces
-    assert capabilities.working_set_bytes(fused, 22, mpi=2, shared=True) == 2 * (16 << 22) + (2 << 22)
-    assert capabilities.working_set_bytes(fused, 22, "c64", mpi=2, shared=True) == 2 * (8 << 22) + (2 << 22)
+    assert capabilities.working_set_bytes(fused, 22, mpi=2, shared=True) == 2 * (16 << 22) + (1 << 22)
+    assert capabilities.working_set_bytes(fused, 22, "c64", mpi=2, shared=True) == 2 * (8 << 22) + (1 << 22)
 
 
 def test_mpi_is_refused_where_the_build_cannot_do_it_and_sized_per_process(monkeypatch):
@@ -348,8 +348,8 @@ def test_ranks_sharing_a_state_are_sized_against_the_room_in_dev_shm(monkeypatch
     with pytest.raises(InsufficientMemoryError) as refused:
         get_device("local:qbackends/fused.qubit", wires=24, mpi=True)
     assert str(refused.value).startswith(
-        "the one state of this node's ranks (24 wires) on local:qbackends/fused.qubit at c128 need 0.531 GiB (570425344 bytes) "
-        "(2 state copies of 0.25 GiB (268435456 bytes), 2 bytes an amplitude of tables during an adjoint gradient) but "
+        "the one state of this node's ranks (24 wires) on local:qbackends/fused.qubit at c128 need 0.516 GiB (553648128 bytes) "
+        "(2 state copies of 0.25 GiB (268435456 bytes), 1 byte an amplitude of tables during an adjoint gradient) but "
         "/dev/shm, where the ranks of this node share the state, has 0.0625 GiB (67108864 bytes) available."
     )
     assert refused.value.fix.startswith(

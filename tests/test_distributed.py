@@ -187,7 +187,7 @@ def test_shared_and_exchanged_states_give_the_same_most_probable_bitstring(ranks
 @needs_mpi
 def test_ranks_sharing_a_state_hold_it_once_for_the_node(tmp_path):
     """At 20 wires on 2 ranks sharing one state, the device sizes the node at ψ, λ and the cost's tables of one bit
-    layout (2-byte levels unweighted; a weighted cost's diagonal, 8 or 4 bytes), and that is what /dev/shm lost: the
+    layout (1-byte levels unweighted; a weighted cost's diagonal, 8 or 4 bytes), and that is what /dev/shm lost: the
     node holds one process's state, not a share per rank plus exchange pieces. get_device's figure, the least a cost
     needs, is the unweighted one."""
     from qbackends import capabilities
@@ -202,7 +202,7 @@ def test_ranks_sharing_a_state_hold_it_once_for_the_node(tmp_path):
     for k, line in enumerate(lines):
         weighted, precision = line["case"][2], line["case"][4]
         amplitude, real = {"c128": (16, 8), "c64": (8, 4)}[precision]
-        assert line["sized_bytes"] == (2 * amplitude + (real if weighted else 2)) << 20, line["case"]
+        assert line["sized_bytes"] == (2 * amplitude + (real if weighted else 1)) << 20, line["case"]
         if not weighted:
             assert line["sized_bytes"] == capabilities.working_set_bytes(fused, 20, precision, "adjoint", mpi=2, shared=True)
         assert line["held_bytes"] - held_before == line["sized_bytes"]  # this case's device holds what it sized
@@ -227,14 +227,16 @@ def test_ranks_sharing_the_cores_of_a_node_take_a_share_of_them_unless_told(tmp_
 @needs_mpi
 def test_a_dev_shm_too_small_for_the_shared_state_is_named_with_its_fix(tmp_path):
     """A container's /dev/shm (64 MiB unless --shm-size says more) as a recorded fact: 1 MiB of room, 16 wires on 2 ranks
-    sharing the state (2.125 MiB): refused at the first circuit, naming /dev/shm and how to give it room."""
+    sharing the state (2.0625 MiB): refused at the first circuit, naming /dev/shm and how to give it room."""
     refused = _ranks(2, [[16, 1, False, "fast", "c128"]], tmp_path, "--shm-room", str(1 << 20))
     assert refused.returncode != 0 and not refused.stdout
     assert (
-        "the ranks of this node share 0.00208 GiB (2228224 bytes) in /dev/shm (16 wires at c128 on 2 ranks"
+        "the ranks of this node share 0.00201 GiB (2162688 bytes) in /dev/shm (16 wires at c128 on 2 ranks: the state of "
+        "its 2^16 amplitudes and λ for the gradient; the cost's tables, 1 byte an amplitude (1 of levels: 1 byte, 0 "
+        "diagonals of weighted terms at 8 bytes))"
     ) in refused.stderr
     assert (
-        "the node needs 0.0011 GiB (1179648 bytes) more than its memory and /dev/shm have available. Fix: give /dev/shm "
+        "the node needs 0.00104 GiB (1114112 bytes) more than its memory and /dev/shm have available. Fix: give /dev/shm "
         "more room (in a container: docker run --shm-size) or pass share_node=False to the device (each rank then holds "
         "its share in its own memory); precision='c64' halves the state's memory"
     ) in refused.stderr
@@ -286,7 +288,7 @@ def test_each_rank_holds_about_its_share_of_one_processs_memory(tmp_path):
 
 @needs_mpi
 def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
-    """get_device sizes a rank for the least a cost needs (ψ, λ, 2-byte levels in the two bit layouts, the exchange's
+    """get_device sizes a rank for the least a cost needs (ψ, λ, 1-byte levels in the two bit layouts, the exchange's
     piece); the device sizes a weighted cost's real diagonals when it runs one, and a cost layer's own where its
     weights are not the measured cost's (three diagonals, all kept). Measured at 20 wires on 2 ranks: peaks 1.02-1.05 of the
     figure (the rest: Python's own objects, about 0.7 MB)."""
@@ -303,7 +305,7 @@ def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
         guarded = capabilities.working_set_bytes(fused, 20, precision, "adjoint", mpi=2) // 2  # per rank
         real = {"c128": 8, "c64": 4}[precision]
         diagonals = 3 if line["case"][0] == "circuit" else 2  # the other layers' own: one in each bit layout
-        assert line["sized_bytes"] == guarded + ((diagonals * real - 4) << 19 if weighted else 0), line["case"]
+        assert line["sized_bytes"] == guarded + ((diagonals * real - 2) << 19 if weighted else 0), line["case"]
         assert 0.9 <= line["peak_bytes"] / line["sized_bytes"] <= 1.1, (line["case"], line["peak_bytes"] / line["sized_bytes"])
         assert line["tables_kept"] == (3 if line["case"][0] == "circuit" else 2)  # all kept: none built again a run
 
@@ -311,7 +313,7 @@ def test_a_rank_is_sized_within_a_tenth_of_its_peak_memory(tmp_path):
 @needs_mpi
 def test_a_weighted_cost_the_node_cannot_hold_is_refused_before_it_runs(tmp_path):
     """With 3 MiB available (a recorded probe fact), 16 wires on 2 ranks: get_device's figure and the unweighted
-    cost fit (1.375 MiB a rank), the weighted cost's diagonals do not (1.75 MiB a rank); ignore_memory=True runs it."""
+    cost fit (1.3125 MiB a rank), the weighted cost's diagonals do not (1.75 MiB a rank); ignore_memory=True runs it."""
     cases = [[16, 1, False, "fast", "c128"], [16, 1, True, "fast", "c128"]]
     refused = _ranks(2, cases, tmp_path, "--available", str(3 << 20), EXCHANGE)
     assert refused.returncode != 0

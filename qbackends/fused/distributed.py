@@ -102,6 +102,10 @@ def local_bits(nwires: int, ranks: int) -> int:
     return nwires - m
 
 
+def _bytes(count: int) -> str:
+    return f"{count} byte{'' if count == 1 else 's'}"
+
+
 @dataclass
 class Layout:
     """Where the state index's bits are: bit b < L local, else rank bit b - L; ``swapped``: the global
@@ -363,9 +367,9 @@ class Ranks:
             what = (
                 f"{wires} wires at {'c64' if itemsize == 8 else 'c128'} on {self.size} rank{'s' if self.size > 1 else ''}: "
                 f"the state of its 2^{local} amplitudes{' and λ for the gradient' if adjoint else ''}; the cost's "
-                f"tables, {table_bytes} bytes an amplitude ({len(tables.levels)} of levels: {tables.level_bytes()} "
-                f"bytes, {len(tables.diagonals)} diagonals of weighted terms at {np.dtype(self._cache.real).itemsize} "
-                f"bytes)" + ("; the exchange's piece" if self.size > 1 and not shared else "")
+                f"tables, {_bytes(table_bytes)} an amplitude ({len(tables.levels)} of levels: {_bytes(tables.level_bytes())}, "
+                f"{len(tables.diagonals)} diagonals of weighted terms at {_bytes(np.dtype(self._cache.real).itemsize)})"
+                + ("; the exchange's piece" if self.size > 1 and not shared else "")
             )
             fixes = ["start the ranks across more nodes (each then holds a smaller share of the state)"]
             if itemsize == 16:
