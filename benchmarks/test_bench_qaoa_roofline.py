@@ -224,16 +224,16 @@ def test_deep_qaoa_gradient_per_layer(benchmark, busy):
         )
 
 
-def _with_adjoint_runs(step, runs: dict[int, int]):
-    """``step`` run with ``kernels.ADJOINT_RUN_BITS`` set to ``runs`` (the rule engine.tiling_for reads at each call)."""
+def _with_adjoint_tiles(step, tiles_bytes: int):
+    """``step`` run with ``kernels.ADJOINT_TILES_BYTES`` set to ``tiles_bytes`` (engine.tiling_for reads it at each call)."""
 
     def run():
-        saved = kernels.ADJOINT_RUN_BITS
-        kernels.ADJOINT_RUN_BITS = runs
+        saved = kernels.ADJOINT_TILES_BYTES
+        kernels.ADJOINT_TILES_BYTES = tiles_bytes
         try:
             return step()
         finally:
-            kernels.ADJOINT_RUN_BITS = saved
+            kernels.ADJOINT_TILES_BYTES = saved
 
     return run
 
@@ -242,13 +242,13 @@ def _with_adjoint_runs(step, runs: dict[int, int]):
 @pytest.mark.parametrize("busy", [False, True], ids=["quiet", "beside-one-busy-process"])
 @pytest.mark.parametrize("nodes", [27, 28])
 def test_adjoint_tiling(benchmark, nodes, busy):
-    """The c128 value + gradient at 27 and 28 nodes with the adjoint's tiling (2^16 tiles, runs of 16, where φ's and λ's
-    tiles then fit ADJOINT_TILES_BYTES) against the tiling it replaced (2^17 tiles, runs of 64), on one device,
+    """The c128 value + gradient at 27 and 28 nodes in the adjoint's tiling (2^17 tiles, runs of 64: φ's and λ's tiles
+    fit ADJOINT_TILES_BYTES, 4 MiB) against the one of a 2 MiB limit (2^16 tiles, runs of 16), on one device,
     interleaved, quiet and beside one busy process; the same gradient either way."""
     label = "beside one busy process" if busy else "quiet"
     gradient, _ = user_circuit(get_device(FUSED, wires=nodes), nodes, False)
-    steps = {"2^16 tiles, runs of 16": gradient, "2^17 tiles, runs of 64": _with_adjoint_runs(gradient, {})}
-    assert engine.tiling_for(nodes, 16, adjoint=True).bits == 16
+    steps = {"2^17 tiles, runs of 64": gradient, "2^16 tiles, runs of 16": _with_adjoint_tiles(gradient, 2 << 20)}
+    assert engine.tiling_for(nodes, 16, adjoint=True).bits == 17
     np.testing.assert_allclose(*(np.asarray(step()) for step in steps.values()), atol=1e-12)
     benchmark.group = f"QAOA adjoint tiling, {nodes} nodes c128, {label}"
     with busy_process(busy):

@@ -707,7 +707,7 @@ def test_swept_cost_layers_match_the_trigonometric_path(weighted, values):
 # The tile bits tiling_for gives, by (bytes an amplitude, for an adjoint pass); 2^TILE_BITS up to 24 wires.
 TILES = {
     (16, False): {25: 16, 26: 16, 27: 17, 28: 17, 29: 18, 30: 18, 31: 19, 36: 19},
-    (16, True): {25: 16, 26: 16, 27: 16, 28: 16, 29: 18, 30: 18, 31: 19, 36: 19},  # 2 MiB of tiles: runs of 32, 16
+    (16, True): {25: 16, 26: 16, 27: 17, 28: 17, 29: 17, 30: 17, 31: 19, 36: 19},  # 4 MiB of tiles: runs of 16 at 29, 30
     (8, False): {25: 16, 26: 16, 27: 17, 28: 17, 29: 18, 30: 18, 31: 19, 36: 19},
     (8, True): {25: 16, 26: 16, 27: 17, 28: 17, 29: 18, 30: 18, 31: 19, 36: 19},
 }
@@ -750,7 +750,7 @@ def test_layer_passes_take_every_gate_once_in_tiles_that_fit(n, itemsize, adjoin
 @pytest.mark.parametrize("layers", [2, 4])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_an_adjoint_pass_in_smaller_tiles_than_the_energys(monkeypatch, layers, weighted):
-    """Where an adjoint sweep's tiles would outgrow ADJOINT_TILES_BYTES (28 wires at c128), a gradient step tiles
+    """Where an adjoint sweep's tiles would outgrow ADJOINT_TILES_BYTES (29 wires at c128), a gradient step tiles
     its forward pass as its adjoint pass (which reads what the forward pass kept and undid), in smaller tiles than
     an energy alone takes: both as lightning's, also in a QAOA of four layers (the adjoint's chained sweeps)."""
     from qbackends.fused import engine

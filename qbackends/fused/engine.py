@@ -394,9 +394,10 @@ def tiling_for(nwires: int, itemsize: int = 16, adjoint: bool = False) -> Tiling
     adjoint pass, which hold φ's tiles and λ's. Tiles of 2^TILE_BITS amplitudes (in L2); above 24 wires, where a
     layer would take a third pass over the state, the smallest tile that keeps it to two, with runs of
     2^MIN_RUN_BITS, up to 2^MAX_TILE_BITS; where an adjoint sweep's tiles then outgrow ADJOINT_TILES_BYTES but runs of
-    2^ADJOINT_RUN_BITS would keep them to it, tiles of that size: a c128 gradient at 27 and 28 wires took 0.85-0.9x
-    the time so. Smaller tiles that still outgrow it, c64's shorter runs and one state's sweeps in smaller tiles
-    lost (3-10 %; docs/benchmarks.md)."""
+    2^ADJOINT_RUN_BITS would keep them to it, tiles of that size (29 wires c128: 2^17 tiles, runs of 16, as fast as
+    2^18 tiles). Since the sweeps take L2-sized blocks (GateSweeps), 28 wires c128 takes 2^17 tiles (4 MiB of φ and λ),
+    0.86-0.89x the time of 2^16 tiles with runs of 16 (side by side, docs/benchmarks.md); c64's shorter runs and one
+    state's sweeps in smaller tiles lost before (3-10 %)."""
 
     def two_passes(run_bits: int) -> int:
         return -(-(nwires + run_bits) // 2)
