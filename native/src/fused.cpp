@@ -407,10 +407,15 @@ double undo_with_moment(T* pre, T* pim, T* lre, T* lim, u64 size, int bit, const
 // holds 2^this amplitudes. Gate sweeps in blocks of 2^11 c128 amplitudes took 0.88x the time of 2^10 on tiles
 // of 2^15 and 2^17 (blocks of 2^12 1.2x): docs/fused.md.
 template <class T>
-constexpr int subtile_bits(int buffers) {
+constexpr int block_bits(int buffers, u64 bytes) {  // 2^this amplitudes of ``buffers`` split buffers fill ``bytes``
     int bits = 0;
-    while ((u64(buffers) * sizeof(T)) << (bits + 1) <= SUBTILE_BYTES) ++bits;
+    while ((u64(buffers) * sizeof(T)) << (bits + 1) <= bytes) ++bits;
     return bits;
+}
+
+template <class T>
+constexpr int subtile_bits(int buffers) {
+    return block_bits<T>(buffers, SUBTILE_BYTES);
 }
 
 template <class T>
@@ -594,11 +599,15 @@ double scaled_factor(const Gates<T>& g, const cplx<T>* mats, const GateRange* ra
 // swept one such block at a time (tiles of 2 MiB and more went past L2 once per gate or group of gates).
 constexpr u64 MIDTILE_BYTES = u64(1) << 19;
 
+// The end of the gates [inner, count) a tile of ``width`` sweeps one L2-sized block at a time: those below
+// midtile bits, one fewer where both ranges would otherwise end in a gate alone (it pairs with the next).
 template <class T>
-constexpr int midtile_bits(int buffers) {
-    int bits = 0;
-    while ((u64(buffers) * sizeof(T)) << (bits + 1) <= MIDTILE_BYTES) ++bits;
-    return bits;
+u64 middle_of(const Gates<T>& g, u64 inner, u64 width, int buffers) {
+    const int bits = block_bits<T>(buffers, MIDTILE_BYTES);
+    if (width <= (u64(1) << bits)) return inner;
+    u64 middle = inner;
+    while (middle < g.count && g.tile_bits[middle] < bits) ++middle;
+    return (middle - inner) % 2 && (g.count - middle) % 2 ? middle - 1 : middle;
 }
 
 // How a pass's gates (``mats``: g's or their inverses) sweep a tile of ``width``: the gates on its low bits one
@@ -616,12 +625,8 @@ struct GateSweeps {
     // ``buffers``: the split buffers the blocks' work touches (2: these gates alone; 4: φ's and λ's beside them).
     GateSweeps(const Gates<T>& gates, const cplx<T>* m, u64 w, int buffers = 2)
         : g(gates), mats(m), width(w), inner(paired_inner_count(gates, w, buffers)),
-          subtile(std::min(w, u64(1) << subtile_bits<T>(buffers))), middle(inner), midtile(std::min(w, u64(1) << midtile_bits<T>(buffers))),
-          triples(triples_for(w)), factor(1.0), inner_factor(1.0) {
-        if (midtile < width) {  // pairs of gates where both ranges would end in one alone
-            while (middle < g.count && g.tile_bits[middle] < midtile_bits<T>(buffers)) ++middle;
-            if ((middle - inner) % 2 && (g.count - middle) % 2) --middle;
-        }
+          subtile(std::min(w, u64(1) << subtile_bits<T>(buffers))), middle(middle_of(gates, inner, w, buffers)),
+          midtile(std::min(w, u64(1) << block_bits<T>(buffers, MIDTILE_BYTES))), triples(triples_for(w)), factor(1.0), inner_factor(1.0) {
         if (!gates.count || !m) return;
         const GateRange ranges[3] = {{0, inner, TRIPLE_REGISTERS}, {inner, middle, TRIPLE_REGISTERS}, {middle, g.count, triples}};
         factor = scaled_factor(gates, m, ranges, 3);
@@ -735,16 +740,11 @@ void moments_range(const T* pre, const T* pim, const T* lre, const T* lim, u64 s
     }
 }
 
-// out[i] += the moment of gate i for gates inner..count-1 over a tile: those below midtile_bits one L2-sized
+// out[i] += the moment of gate i for gates inner..count-1 over a tile: those below middle_of's end one L2-sized
 // block at a time, as GateSweeps::outer.
 template <class T>
 void outer_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out, u64 inner) {
-    const u64 midtile = std::min(width, u64(1) << midtile_bits<T>(4));
-    u64 middle = inner;
-    if (midtile < width) {
-        while (middle < g.count && g.tile_bits[middle] < midtile_bits<T>(4)) ++middle;
-        if ((middle - inner) % 2 && (g.count - middle) % 2) --middle;
-    }
+    const u64 midtile = std::min(width, u64(1) << block_bits<T>(4, MIDTILE_BYTES)), middle = middle_of(g, inner, width, 4);
     if (inner < middle)
         for (u64 at = 0; at < width; at += midtile) moments_range(pre + at, pim + at, lre + at, lim + at, midtile, g, out, inner, middle, false);
     if (middle < g.count) moments_range(pre, pim, lre, lim, width, g, out, middle, g.count, triples_for(width));
