@@ -834,6 +834,24 @@ constexpr u64 PERMUTE_SPAN = 2 * WIDE<T>;  // 16 entries c128, 32 c64
 template <class T>
 constexpr u64 PERMUTE_MAX_CHUNKS = sizeof(T) == 8 ? 3 : 4;
 
+// The buffers' vectors at t *= (pr, pi).
+template <class V, class T>
+QB_INLINE void times_phases(T* re, T* im, u64 t, const V& pr, const V& pi) {
+    const V xr = load<V>(re + t), xi = load<V>(im + t);
+    store(re + t, xr * pr - xi * pi);
+    store(im + t, xr * pi + xi * pr);
+}
+
+// Buffers [from, size) *= table[levels] one amplitude at a time (what is short of a vector).
+template <class T, class L>
+void phase_by_levels_from(T* re, T* im, u64 from, u64 size, const L* levels, const T* table) {
+    for (u64 t = from; t < size; ++t) {
+        const T pr = table[2 * u64(levels[t])], pi = table[2 * u64(levels[t]) + 1], xr = re[t], xi = im[t];
+        re[t] = xr * pr - xi * pi;
+        im[t] = xr * pi + xi * pr;
+    }
+}
+
 // W levels (uint8 or uint16) as a register of W indices as wide as the state's numbers (GCC's own widening of a
 // vector of levels went lane by lane, 3.6x the time of the whole lookup for uint8).
 template <class I, class L, u64 W>
@@ -872,15 +890,9 @@ void phase_by_permutes(T* __restrict re, T* __restrict im, u64 size, const L* le
             pr = here ? __builtin_shuffle(tr[2 * c], tr[2 * c + 1], at) : pr;
             pi = here ? __builtin_shuffle(ti[2 * c], ti[2 * c + 1], at) : pi;
         }
-        const V xr = load<V>(re + t), xi = load<V>(im + t);
-        store(re + t, xr * pr - xi * pi);
-        store(im + t, xr * pi + xi * pr);
+        times_phases(re, im, t, pr, pi);
     }
-    for (u64 t = whole; t < size; ++t) {
-        const T pr = table[2 * u64(levels[t])], pi = table[2 * u64(levels[t]) + 1], xr = re[t], xi = im[t];
-        re[t] = xr * pr - xi * pi;
-        im[t] = xr * pi + xi * pr;
-    }
+    phase_by_levels_from(re, im, whole, size, levels, table);
 }
 
 // Buffers *= phases[levels] (phases: complex by level, in the state's precision).
@@ -903,15 +915,9 @@ void phase_by_levels(T* __restrict re, T* __restrict im, u64 size, const L* leve
     for (u64 t = 0; t < whole; t += LANES) {
         V pr, pi;
         for (u64 l = 0; l < LANES; ++l) pr[l] = table[2 * u64(levels[t + l])], pi[l] = table[2 * u64(levels[t + l]) + 1];
-        const V xr = load<V>(re + t), xi = load<V>(im + t);
-        store(re + t, xr * pr - xi * pi);
-        store(im + t, xr * pi + xi * pr);
+        times_phases(re, im, t, pr, pi);
     }
-    for (u64 t = whole; t < size; ++t) {
-        const T pr = table[2 * u64(levels[t])], pi = table[2 * u64(levels[t]) + 1], xr = re[t], xi = im[t];
-        re[t] = xr * pr - xi * pi;
-        im[t] = xr * pi + xi * pr;
-    }
+    phase_by_levels_from(re, im, whole, size, levels, table);
 }
 
 // Buffers *= a diagonal block's phases on a gathered tile: phases[level] by level, by angle exp(i·(offset + slope·value)).
