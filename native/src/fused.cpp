@@ -750,6 +750,17 @@ void outer_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 w
     if (middle < g.count) moments_range(pre, pim, lre, lim, width, g, out, middle, g.count, triples_for(width));
 }
 
+// outer_moments times ``scale``: where λ holds factors of gates undone early that φ does not (GateSweeps::block
+// against block_alone), the ratio of the two scales them back.
+template <class T>
+void scaled_outer_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out, u64 inner,
+                          double scale) {
+    if (scale == 1.0 || inner >= g.count) return outer_moments(pre, pim, lre, lim, width, g, out, inner);
+    std::vector<double> high(g.count, 0.0);
+    outer_moments(pre, pim, lre, lim, width, g, high.data(), inner);
+    for (u64 i = inner; i < g.count; ++i) out[i] += high[i] * scale;
+}
+
 template <class T>
 void tile_moments(const T* pre, const T* pim, const T* lre, const T* lim, u64 width, const Gates<T>& g, double* out) {
     if (!g.count) return;
@@ -1279,12 +1290,8 @@ double measure_in_blocks(T* re, T* im, T* lr, T* li, u64 width, const Gates<T>& 
         if (nundo) undo.block(a, b);
         if (take_moments && nundo) undo.block_alone(r, i);
     }
-    if (take_moments && apply.inner < gates.count) {  // λ holds the high gates' factors already (undo.factor), ψ not
-        std::vector<double> high(gates.count, 0.0);
-        outer_moments(re, im, lr, li, width, gates, high.data(), apply.inner);
-        const double scale = nundo && apply.inner ? undo.inner_factor / undo.factor : 1.0;
-        for (u64 i = apply.inner; i < gates.count; ++i) moments[i] += high[i] * scale;
-    }
+    if (take_moments)  // λ holds the high gates' factors already (undo.factor), ψ not
+        scaled_outer_moments(re, im, lr, li, width, gates, moments, apply.inner, nundo && apply.inner ? undo.inner_factor / undo.factor : 1.0);
     if (nundo) undo.outer(lr, li);
     return value;
 }
@@ -1422,12 +1429,7 @@ void moments_then_undo(T* pre, T* pim, T* lre, T* lim, u64 width, const Gates<T>
         moments_range(pr, pi, lr, li, sweeps.subtile, g, out, 0, sweeps.inner, false);
         if (early) sweeps.block(lr, li), sweeps.block_alone(pr, pi);
     }
-    if (sweeps.inner < g.count) {
-        std::vector<double> high(g.count, 0.0);
-        outer_moments(pre, pim, lre, lim, width, g, high.data(), sweeps.inner);
-        const double scale = early ? sweeps.inner_factor / sweeps.factor : 1.0;
-        for (u64 i = sweeps.inner; i < g.count; ++i) out[i] += high[i] * scale;
-    }
+    scaled_outer_moments(pre, pim, lre, lim, width, g, out, sweeps.inner, early ? sweeps.inner_factor / sweeps.factor : 1.0);
     if (early) sweeps.outer(lre, lim);
     else if (undo) apply_gates(lre, lim, width, g, g.mats);
 }
