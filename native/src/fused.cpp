@@ -788,6 +788,18 @@ constexpr double C1 = -1.0 / 2, C2 = 1.0 / 24, C3 = -1.0 / 720, C4 = 1.0 / 40320
 constexpr float FS1 = -1.0f / 6, FS2 = 1.0f / 120, FS3 = -1.0f / 5040, FS4 = 1.0f / 362880;
 constexpr float FC1 = -1.0f / 2, FC2 = 1.0f / 24, FC3 = -1.0f / 720, FC4 = 1.0f / 40320, FC5 = -1.0f / 3628800;
 
+// exp(i·x) = i^q (c + i·s) for x = n·π/2 + r, q = n mod 4: whether q is odd, and the signs of cos x and sin x.
+// Taken in float64 (exact for |n| < 2^52): a float64 to int64 conversion has no AVX2 form, and with one the
+// loop ran one amplitude at a time there.
+template <class T>
+struct Quadrant {
+    T odd, cos_sign, sin_sign;
+    QB_INLINE explicit Quadrant(double n) {
+        const double q = n - 4.0 * std::floor(n * 0.25), half = std::floor(q * 0.5), o = q - 2.0 * half;  // q in 0..3
+        odd = T(o), cos_sign = T(1.0 - 2.0 * (o + half - 2.0 * o * half)), sin_sign = T(1.0 - 2.0 * half);  // cos < 0: q 1, 2
+    }
+};
+
 // Buffers *= exp(i·(offset + slope·value)) per amplitude: the angle in float64, exp(i·r) in the buffers' precision.
 // Every fast-math flag but reassociation, which would fold the two parts of π/2 into one.
 template <class T, class V>
@@ -801,10 +813,8 @@ __attribute__((optimize("no-associative-math"))) void phase_tile_by_angle(T* __r
             const float r2 = r * r;
             const float s = r + r * r2 * (FS1 + r2 * (FS2 + r2 * (FS3 + r2 * FS4)));
             const float c = 1.0f + r2 * (FC1 + r2 * (FC2 + r2 * (FC3 + r2 * (FC4 + r2 * FC5))));
-            const std::int32_t q = std::int32_t(i64(n) & 3);  // exp(i·x) = i^q (c + i·s)
-            const float odd = float(q & 1);
-            const float cos_sign = 1.0f - 2.0f * float(((q + 1) >> 1) & 1), sin_sign = 1.0f - 2.0f * float((q >> 1) & 1);
-            const float pr = cos_sign * (c + odd * (s - c)), pi = sin_sign * (s + odd * (c - s));
+            const Quadrant<float> q(n);
+            const float pr = q.cos_sign * (c + q.odd * (s - c)), pi = q.sin_sign * (s + q.odd * (c - s));
             const float xr = re[t], xi = im[t];
             re[t] = xr * pr - xi * pi;
             im[t] = xr * pi + xi * pr;
@@ -819,10 +829,8 @@ __attribute__((optimize("no-associative-math"))) void phase_tile_by_angle(T* __r
         const double r2 = r * r;
         const double s = r + r * r2 * (S1 + r2 * (S2 + r2 * (S3 + r2 * (S4 + r2 * (S5 + r2 * (S6 + r2 * S7))))));
         const double c = 1.0 + r2 * (C1 + r2 * (C2 + r2 * (C3 + r2 * (C4 + r2 * (C5 + r2 * (C6 + r2 * (C7 + r2 * C8)))))));
-        const i64 q = i64(n) & 3;  // exp(i·x) = i^q (c + i·s)
-        const double odd = double(q & 1);
-        const double cos_sign = 1.0 - 2.0 * double(((q + 1) >> 1) & 1), sin_sign = 1.0 - 2.0 * double((q >> 1) & 1);
-        const double pr = cos_sign * (c + odd * (s - c)), pi = sin_sign * (s + odd * (c - s));
+        const Quadrant<double> q(n);
+        const double pr = q.cos_sign * (c + q.odd * (s - c)), pi = q.sin_sign * (s + q.odd * (c - s));
         const double xr = re[t], xi = im[t];
         re[t] = T(xr * pr - xi * pi);
         im[t] = T(xr * pi + xi * pr);
