@@ -1,6 +1,6 @@
 """Run at image build: the simulators a job image carries are installed, and those that must run here run.
 
-    python check_image.py --arch x86-64-v3 --installed lightning.gpu --runs fused.qubit batched.qubit
+    python check_image.py --arch x86-64-v3,x86-64-v4 --installed lightning.gpu --runs fused.qubit batched.qubit
 
 Prints ``qbackends list``, then one line per check; exits 1 with a line naming each check that failed.
 """
@@ -34,7 +34,7 @@ def circuit_value(device_string: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", required=True, help="the instruction set qbackends-native must be built for")
+    parser.add_argument("--arch", required=True, help="the instruction set(s) qbackends-native must be built for (QBACKENDS_ARCH)")
     parser.add_argument("--installed", nargs="*", default=[], metavar="SIMULATOR", help="installed, whether or not it runs here")
     parser.add_argument("--runs", nargs="*", default=[], metavar="SIMULATOR", help="installed and runs a circuit right here")
     args = parser.parse_args()
@@ -44,9 +44,10 @@ def main() -> int:
     failures = []
     import qbackends_native
 
-    print(f"check: qbackends-native built for {qbackends_native.ARCH} ({qbackends_native.VECTOR_ISA} vectors)")
-    if qbackends_native.ARCH != args.arch:
-        failures.append(f"qbackends-native is built for {qbackends_native.ARCH}, not {args.arch}")
+    built = ",".join(qbackends_native.BUILDS)
+    print(f"check: qbackends-native built for {built}; here it runs {qbackends_native.ARCH} ({qbackends_native.VECTOR_ISA} vectors)")
+    if built != args.arch:
+        failures.append(f"qbackends-native is built for {built}, not {args.arch}")
     for name in [*args.installed, *args.runs]:
         record = listed.get(name)
         if record is None or record["version"] is None:

@@ -20,8 +20,102 @@ from qbackends.fused import kernels
 
 
 def test_the_build_says_what_it_was_compiled_for():
-    assert qbackends_native.ARCH  # QBACKENDS_ARCH at build time: native unless a baseline was stated
+    assert qbackends_native.ARCH in qbackends_native.BUILDS  # QBACKENDS_ARCH at build time: native unless stated
     assert qbackends_native.VECTOR_ISA in ("avx512f", "avx2", "avx", "sse2", "generic")
+
+
+def _cpu_flags() -> set[str]:
+    with open("/proc/cpuinfo") as cpuinfo:
+        return next((set(line.split(":", 1)[1].split()) for line in cpuinfo if line.startswith("flags")), set())
+
+
+# The features /proc/cpuinfo lists that each x86-64 level adds (the psABI's table; lzcnt is abm there).
+LEVEL_FLAGS = {
+    "x86-64-v2": {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"},
+    "x86-64-v3": {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"},
+    "x86-64-v4": {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
+}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo") or not _cpu_flags(), reason="no /proc/cpuinfo flags to compare with")
+def test_the_levels_this_cpu_runs_are_those_its_flags_name():
+    from qbackends_native import _cpu
+
+    flags, expected = _cpu_flags(), True
+    assert _cpu.runs("x86-64") is True
+    for level in ("x86-64-v2", "x86-64-v3", "x86-64-v4"):
+        expected = expected and LEVEL_FLAGS[level] <= flags
+        assert _cpu.runs(level) is expected, (level, LEVEL_FLAGS[level] - flags)
+    assert _cpu.runs("znver3") is False and _cpu.runs("native") is False  # not levels: never picked by asking
+
+
+def test_of_several_builds_the_highest_level_this_cpu_runs_is_loaded():
+    """A build that travels holds the kernels once per x86-64 level (QBACKENDS_ARCH=x86-64-v3,x86-64-v4); the
+    package loads the highest the CPU runs, in whatever order they were named, and says so when it runs none."""
+    from qbackends_native import _best_build
+
+    avx2_machine = {"x86-64", "x86-64-v2", "x86-64-v3"}.__contains__  # an AMD EPYC of Zen 3, say
+    avx512_machine = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"}.__contains__
+    assert _best_build(("x86-64-v3", "x86-64-v4"), avx2_machine) == "x86-64-v3"
+    assert _best_build(("x86-64-v3", "x86-64-v4"), avx512_machine) == "x86-64-v4"
+    assert _best_build(("x86-64-v4", "x86-64", "x86-64-v2"), avx2_machine) == "x86-64-v2"
+    with pytest.raises(ImportError) as refused:
+        _best_build(("x86-64-v3", "x86-64-v4"), {"x86-64", "x86-64-v2"}.__contains__)
+    assert str(refused.value) == (
+        "qbackends-native was built for x86-64-v3, x86-64-v4, and this CPU runs none of them: reinstall it here "
+        "(pip install ./native builds for this machine), or with QBACKENDS_ARCH naming a level it runs"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="no C++ compiler to build with")
+def test_a_build_for_several_levels_loads_the_best_here_and_runs_as_the_installed_one(tmp_path):
+    """QBACKENDS_ARCH=x86-64-v2,x86-64-v3,x86-64-v4 pip install ./native: a module per level, the highest this CPU's
+    flags allow loaded, and a QAOA gradient from it as the installed build's; a list with a non-level is refused."""
+    native = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "native")
+    target = tmp_path / "levels"
+    env = dict(os.environ, QBACKENDS_ARCH="x86-64-v2,x86-64-v3,x86-64-v4")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--target"]
+    subprocess.run([*pip, str(target), "-C", f"build-dir={tmp_path / 'build'}", native], env=env, check=True)
+    flags = _cpu_flags()
+    levels = list(LEVEL_FLAGS)  # each adds to the one before
+    best = max((level for i, level in enumerate(levels) if all(LEVEL_FLAGS[v] <= flags for v in levels[: i + 1])), default=None)
+    script = (
+        "import qbackends_native as q, numpy as np, pennylane as qml, networkx as nx\n"
+        "from qbackends import get_device\n"
+        "cost, mixer = qml.qaoa.maxcut(nx.random_regular_graph(3, 12, seed=3))\n"
+        "@qml.qnode(get_device('local:qbackends/fused.qubit', wires=12), diff_method='adjoint')\n"
+        "def energy(p):\n"
+        "    [qml.Hadamard(w) for w in range(12)]\n"
+        "    qml.qaoa.cost_layer(p[0], cost); qml.qaoa.mixer_layer(p[1], mixer)\n"
+        "    return qml.expval(cost)\n"
+        "p = qml.numpy.array([0.4, 0.7], requires_grad=True)\n"
+        "print(q.ARCH, ','.join(q.BUILDS), q.__file__, float(energy(p)), *qml.grad(energy)(p))\n"
+    )
+
+    def run(path):
+        command = [sys.executable, "-c", script]
+        return subprocess.run(
+            command, env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    arch, builds, where, *numbers = run(str(target))
+    assert (arch, builds, where) == (best, "x86-64-v2,x86-64-v3,x86-64-v4", str(target / "qbackends_native" / "__init__.py"))
+    installed = run("")
+    assert installed[2] != where
+    np.testing.assert_allclose([float(x) for x in numbers], [float(x) for x in installed[3:]], atol=1e-12, rtol=0)
+
+    env["QBACKENDS_ARCH"] = "x86-64-v3,znver3"
+    refused = subprocess.run(
+        [*pip, str(tmp_path / "refused"), "-C", f"build-dir={tmp_path / 'build2'}", native],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0
+    assert "QBACKENDS_ARCH=x86-64-v3,znver3: several builds are x86-64 levels" in " ".join(
+        (refused.stdout + refused.stderr).split()
+    )
 
 
 def test_a_native_build_records_the_cpu_it_was_built_on():
