@@ -32,9 +32,38 @@ def circuit_value(device_string: str) -> float:
     return float(circuit(0.3))
 
 
+def kernel_builds(qbackends_native) -> list[str]:
+    """Every build of the kernels is in the package, and each this CPU runs computes an expectation as numpy does
+    (the one a job loads is checked through the simulators below; another level's only runs on a CPU that has it)."""
+    import importlib
+    import importlib.util
+
+    import numpy as np
+
+    failures, several = [], len(qbackends_native.BUILDS) > 1
+    rng = np.random.default_rng(1)
+    psi = rng.normal(size=1 << 16) + 1j * rng.normal(size=1 << 16)
+    diagonal = rng.normal(size=1 << 16)
+    for arch in qbackends_native.BUILDS:
+        name = f"qbackends_native._kernels_{arch.replace('-', '_')}" if several else "qbackends_native._kernels"
+        if importlib.util.find_spec(name) is None:
+            failures.append(f"qbackends-native has no build for {arch} ({name})")
+        elif not qbackends_native._cpu.runs(arch) and several:
+            print(f"check: the {arch} kernels are installed (this CPU does not run them)")
+        else:
+            value = importlib.import_module(name).fused.expval(psi, diagonal)
+            if not math.isclose(value, float(np.sum(np.abs(psi) ** 2 * diagonal)), rel_tol=1e-12, abs_tol=1e-9):
+                failures.append(f"the {arch} kernels compute {value!r} for an expectation numpy takes as another")
+            else:
+                print(f"check: the {arch} kernels run here")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", required=True, help="the instruction set(s) qbackends-native must be built for (QBACKENDS_ARCH)")
+    parser.add_argument(
+        "--arch", required=True, help="the instruction set(s) qbackends-native must be built for (QBACKENDS_ARCH)"
+    )
     parser.add_argument("--installed", nargs="*", default=[], metavar="SIMULATOR", help="installed, whether or not it runs here")
     parser.add_argument("--runs", nargs="*", default=[], metavar="SIMULATOR", help="installed and runs a circuit right here")
     args = parser.parse_args()
@@ -45,9 +74,12 @@ def main() -> int:
     import qbackends_native
 
     built = ",".join(qbackends_native.BUILDS)
-    print(f"check: qbackends-native built for {built}; here it runs {qbackends_native.ARCH} ({qbackends_native.VECTOR_ISA} vectors)")
+    print(
+        f"check: qbackends-native built for {built}; here it runs {qbackends_native.ARCH} ({qbackends_native.VECTOR_ISA} vectors)"
+    )
     if built != args.arch:
         failures.append(f"qbackends-native is built for {built}, not {args.arch}")
+    failures += kernel_builds(qbackends_native)
     for name in [*args.installed, *args.runs]:
         record = listed.get(name)
         if record is None or record["version"] is None:

@@ -31,7 +31,7 @@ def _cpu_flags() -> set[str]:
 
 # The features /proc/cpuinfo lists that each x86-64 level adds (the psABI's table; lzcnt is abm there).
 LEVEL_FLAGS = {
-    "x86-64-v2": {"cx16", "lahf_lm", "popcnt", "sse4_1", "sse4_2", "ssse3"},
+    "x86-64-v2": {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"},
     "x86-64-v3": {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"},
     "x86-64-v4": {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
 }
@@ -71,7 +71,8 @@ def test_of_several_builds_the_highest_level_this_cpu_runs_is_loaded():
 @pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="no C++ compiler to build with")
 def test_a_build_for_several_levels_loads_the_best_here_and_runs_as_the_installed_one(tmp_path):
     """QBACKENDS_ARCH=x86-64-v2,x86-64-v3,x86-64-v4 pip install ./native: a module per level, the highest this CPU's
-    flags allow loaded, and a QAOA gradient from it as the installed build's; a list with a non-level is refused."""
+    flags allow loaded, and a QAOA gradient from it as the installed build's; one level alone refused by name on a CPU
+    without it; a list with a non-level refused at build."""
     native = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "native")
     target = tmp_path / "levels"
     env = dict(os.environ, QBACKENDS_ARCH="x86-64-v2,x86-64-v3,x86-64-v4")
@@ -104,6 +105,18 @@ def test_a_build_for_several_levels_loads_the_best_here_and_runs_as_the_installe
     installed = run("")
     assert installed[2] != where
     np.testing.assert_allclose([float(x) for x in numbers], [float(x) for x in installed[3:]], atol=1e-12, rtol=0)
+
+    env["QBACKENDS_ARCH"] = "x86-64-v4"  # one level: loaded where the CPU has it, refused by name where not
+    subprocess.run([*pip, str(tmp_path / "v4"), "-C", f"build-dir={tmp_path / 'build-v4'}", native], env=env, check=True)
+    command = [sys.executable, "-c", "import qbackends_native as q; print(q.ARCH)"]
+    loaded = subprocess.run(command, env=dict(os.environ, PYTHONPATH=str(tmp_path / "v4")), capture_output=True, text=True)
+    if LEVEL_FLAGS["x86-64-v4"] <= flags:
+        assert loaded.stdout.split() == ["x86-64-v4"], loaded.stderr
+    else:
+        assert loaded.returncode == 1 and loaded.stderr.strip().splitlines()[-1] == (
+            "ImportError: qbackends-native was built for x86-64-v4, and this CPU runs none of them: reinstall it here "
+            "(pip install ./native builds for this machine), or with QBACKENDS_ARCH naming a level it runs"
+        )
 
     env["QBACKENDS_ARCH"] = "x86-64-v3,znver3"
     refused = subprocess.run(

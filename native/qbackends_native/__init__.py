@@ -7,11 +7,16 @@ this CPU runs is loaded); ``BUILD_CPU``: for a native build, the CPU the compile
 key of its instruction sets.
 """
 
+import re
 from importlib import import_module
 
 from . import _cpu
 
 BUILDS = tuple(_cpu.BUILDS.split(","))
+
+
+def _is_level(arch: str) -> bool:
+    return re.fullmatch(r"x86-64(-v[234])?", arch) is not None
 
 
 def _level(arch: str) -> int:
@@ -30,10 +35,18 @@ def _best_build(builds: tuple[str, ...], runs) -> str:
 
 
 if len(BUILDS) == 1:
+    if _is_level(BUILDS[0]):  # a stated level: refused by name on a CPU without it, not an illegal instruction
+        _best_build(BUILDS, _cpu.runs)
     from . import _kernels
 else:
     _kernels = import_module(f"._kernels_{_best_build(BUILDS, _cpu.runs).replace('-', '_')}", __name__)
 
-ARCH, BUILD_CPU, VECTOR_ISA, batched, fused = _kernels.ARCH, _kernels.BUILD_CPU, _kernels.VECTOR_ISA, _kernels.batched, _kernels.fused
+ARCH, BUILD_CPU, VECTOR_ISA, batched, fused = (
+    _kernels.ARCH,
+    _kernels.BUILD_CPU,
+    _kernels.VECTOR_ISA,
+    _kernels.batched,
+    _kernels.fused,
+)
 
 __all__ = ["ARCH", "BUILDS", "BUILD_CPU", "VECTOR_ISA", "batched", "fused"]

@@ -19,9 +19,10 @@ bool runs(const std::string& level) {
     if (level == "x86-64-v3") return __builtin_cpu_supports("x86-64-v3");
     if (level == "x86-64-v4") return __builtin_cpu_supports("x86-64-v4");
 #else  // Clang 14-15 does not: the features that set each level apart
-    const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("ssse3");
-    const bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-                    __builtin_cpu_supports("bmi2");
+    const bool v2 = __builtin_cpu_supports("sse3") && __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
+                    __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt");
+    const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
     const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                     __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
     if (level == "x86-64-v2") return v2;

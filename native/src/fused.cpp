@@ -789,7 +789,7 @@ constexpr float FS1 = -1.0f / 6, FS2 = 1.0f / 120, FS3 = -1.0f / 5040, FS4 = 1.0
 constexpr float FC1 = -1.0f / 2, FC2 = 1.0f / 24, FC3 = -1.0f / 720, FC4 = 1.0f / 40320, FC5 = -1.0f / 3628800;
 
 // exp(i·x) = i^q (c + i·s) for x = n·π/2 + r, q = n mod 4: whether q is odd, and the signs of cos x and sin x.
-// Taken in float64 (exact for |n| < 2^52): a float64 to int64 conversion has no AVX2 form, and with one the
+// Taken in float64 (exact for any integer n): a float64 to int64 conversion has no AVX2 form, and with one the
 // loop ran one amplitude at a time there.
 template <class T>
 struct Quadrant {
