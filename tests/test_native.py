@@ -37,15 +37,22 @@ LEVEL_FLAGS = {
 }
 
 
+def _levels_by_flags() -> list[str]:
+    """The levels past x86-64 this CPU's flags name, lowest first (each needs the features of those below it)."""
+    flags, levels = _cpu_flags(), []
+    for level, needs in LEVEL_FLAGS.items():
+        if not needs <= flags:
+            break
+        levels.append(level)
+    return levels
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/cpuinfo") or not _cpu_flags(), reason="no /proc/cpuinfo flags to compare with")
 def test_the_levels_this_cpu_runs_are_those_its_flags_name():
     from qbackends_native import _cpu
 
-    flags, expected = _cpu_flags(), True
     assert _cpu.runs("x86-64") is True
-    for level in ("x86-64-v2", "x86-64-v3", "x86-64-v4"):
-        expected = expected and LEVEL_FLAGS[level] <= flags
-        assert _cpu.runs(level) is expected, (level, LEVEL_FLAGS[level] - flags)
+    assert {level: _cpu.runs(level) for level in LEVEL_FLAGS} == {level: level in _levels_by_flags() for level in LEVEL_FLAGS}
     assert _cpu.runs("znver3") is False and _cpu.runs("native") is False  # not levels: never picked by asking
 
 
@@ -78,9 +85,7 @@ def test_a_build_for_several_levels_loads_the_best_here_and_runs_as_the_installe
     env = dict(os.environ, QBACKENDS_ARCH="x86-64-v2,x86-64-v3,x86-64-v4")
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--target"]
     subprocess.run([*pip, str(target), "-C", f"build-dir={tmp_path / 'build'}", native], env=env, check=True)
-    flags = _cpu_flags()
-    levels = list(LEVEL_FLAGS)  # each adds to the one before
-    best = max((level for i, level in enumerate(levels) if all(LEVEL_FLAGS[v] <= flags for v in levels[: i + 1])), default=None)
+    best = _levels_by_flags()[-1]
     script = (
         "import qbackends_native as q, numpy as np, pennylane as qml, networkx as nx\n"
         "from qbackends import get_device\n"
@@ -110,7 +115,7 @@ def test_a_build_for_several_levels_loads_the_best_here_and_runs_as_the_installe
     subprocess.run([*pip, str(tmp_path / "v4"), "-C", f"build-dir={tmp_path / 'build-v4'}", native], env=env, check=True)
     command = [sys.executable, "-c", "import qbackends_native as q; print(q.ARCH)"]
     loaded = subprocess.run(command, env=dict(os.environ, PYTHONPATH=str(tmp_path / "v4")), capture_output=True, text=True)
-    if LEVEL_FLAGS["x86-64-v4"] <= flags:
+    if "x86-64-v4" in _levels_by_flags():
         assert loaded.stdout.split() == ["x86-64-v4"], loaded.stderr
     else:
         assert loaded.returncode == 1 and loaded.stderr.strip().splitlines()[-1] == (

@@ -6,10 +6,8 @@ void bind_fused(nb::module_& m);
 void bind_batched(nb::module_& m);
 }  // namespace qb
 
-// The module's name: _kernels, or _kernels_<level> where the package holds a build per x86-64 level.
-#define QB_MODULE(name, m) NB_MODULE(name, m)
-
-QB_MODULE(QBACKENDS_MODULE, m) {
+// QBACKENDS_MODULE: _kernels, or _kernels_<level> where the package holds a build per x86-64 level.
+NB_MODULE(QBACKENDS_MODULE, m) {
     m.doc() = "State-vector kernels of fused.qubit (qbackends_native.fused) and batched.qubit (qbackends_native.batched).";
     auto fused = m.def_submodule("fused", "Kernels of the fused simulator.");
     auto batched = m.def_submodule("batched", "Kernels of the batched simulator.");
