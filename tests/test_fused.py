@@ -881,11 +881,11 @@ def test_c64_agrees_with_c128_within_the_stated_tolerance(nodes, weighted, layer
 
 
 @pytest.mark.parametrize("precision,tol", [("c128", 1e-10), ("c64", C64_GRADIENT)])
-@pytest.mark.parametrize("edges", [15, 31, 40, 63, 100, 140])
+@pytest.mark.parametrize("edges", [5, 15, 31, 40, 63, 100, 140])
 def test_cuts_of_any_number_of_levels_as_lightning(precision, tol, edges):
     """A cut's phases by level come from registers a permute at a time (16 levels c128, 32 c64, on AVX-512) up to
-    32 levels c128 and 128 c64, else lane by lane from the table: 18-wire cuts of 16 to 141 levels, energy and
-    gradient as lightning.qubit's."""
+    32 levels c128 and 128 c64; c64 on AVX2 as products of one to three 8-level tables up to 512 levels; else lane
+    by lane from the table: 18-wire cuts of 6 to 141 levels, energy and gradient as lightning.qubit's."""
     graph = qaoa.random_graph(18, edges, seed=edges)
     assert len(graph.edges) == edges
     cost, ansatz = qaoa.cost_hamiltonian(graph), qaoa.circuit(graph, 2)

@@ -160,6 +160,27 @@ def test_stores_into_large_states_stream_past_the_caches():
     assert "movntp" in listing.stdout
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("count", [1, 5, 8, 9, 34, 64, 65, 287, 512, 513, 700])
+@pytest.mark.parametrize("geometric", [True, False])
+def test_phases_by_level_are_the_tables_entries(dtype, count, geometric):
+    """A cut's phases by level, as the sweeps apply them (float32 on AVX2: products of 8-entry tables, one to three,
+    where the table is geometric; otherwise looked up): psi[k] = 2^(-n/2)·phases[levels[k]] for uniform vectors,
+    from 1 to 700 levels, the table geometric (a cut's) or not, to the precision's rounding."""
+    rng = np.random.default_rng(count)
+    n = 13
+    levels = rng.integers(0, count, 2**n).astype(np.uint8 if count <= 256 else np.uint16)
+    angles = 0.37 + 1.3 * np.arange(count) if geometric else rng.uniform(-np.pi, np.pi, count)
+    phases = np.exp(1j * angles).astype(dtype)
+    psi = np.zeros(2**n, dtype=dtype)
+    plus = np.array([[1.0, 1.0]] * n, dtype=complex) / np.sqrt(2.0)
+    low = min(n, kernels.LOW_BITS)
+    kernels.product_state(psi, low, plus[:low].copy(), plus[low:].copy(), levels, phases)
+    expected = phases.astype(complex)[levels] / 2 ** (n / 2)
+    tol = 4e-7 if dtype == np.complex64 else 4e-15
+    np.testing.assert_allclose(psi * 2 ** (n / 2), expected * 2 ** (n / 2), atol=tol, rtol=0)
+
+
 def test_a_kernel_given_the_wrong_array_says_which():
     psi = np.zeros(8, dtype=np.complex128)
     with pytest.raises(TypeError, match="diagonal: wrong dtype"):

@@ -63,7 +63,12 @@ inline Phases phases(const In& a, const Values& of, const char* name) {
     Phases p;
     p.size = a.size();
     if (!p.size) return p;
-    p.data = by_level(of.kind) || !of.size ? static_cast<const void*>(data<std::complex<T>>(a, name)) : static_cast<const void*>(data<double>(a, name));
+    if (by_level(of.kind) || !of.size) {
+        p.data = data<std::complex<T>>(a, name);
+        factor_phases<T>(p);
+    } else {
+        p.data = data<double>(a, name);
+    }
     return p;
 }
 

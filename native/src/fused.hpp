@@ -31,7 +31,16 @@ struct Values {  // a per-amplitude array (levels or a diagonal): data, count, k
 struct Phases {  // how a swept block's phases are given: by level (complex, in the state's precision) or by angle
     const void* data = nullptr;  // complex<T>[levels] by level; double[2] (offset, slope) by angle
     u64 size = 0;
+    // By level, as factor_phases found it: phases[Σ_f 8^f·d_f] = Π_f factor_f[d_f] for d_f < 8 (``factors`` tables
+    // of float32, each 8 real parts then 8 imaginary ones; 0: looked up as given).
+    int factors = 0;
+    alignas(32) unsigned char factor_tables[192];
 };
+
+// Fills phases' factors where the kernels take a level's phase as a product of permuted registers (float32 on AVX2)
+// and the table is geometric, phases[l] = phases[0]·r^l (an unweighted cut's: its values are linear in the level).
+template <class T>
+void factor_phases(Phases& phases);
 
 template <class T>
 struct Product {  // a product state the kernels compute where they need it (empty: none)
