@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from ...hybridjob import JobEnvironment, config_from_hyperparameters, save_job_result
 from .config import Config
-from .optimization import run
 
 
 def main() -> int:
-    """Entry point for a hybrid job: everything comes from ``AMZN_BRAKET_*``."""
+    """Entry point for a hybrid job: everything comes from ``AMZN_BRAKET_*``, checked before PennyLane is imported."""
     env = JobEnvironment.from_env()
     config = config_from_hyperparameters(Config, env.hyperparameters)
+    from .optimization import run
+
     result = run(config, env.device, checkpoint_dir=env.checkpoint_dir, resume=env.checkpoint_dir is not None)
     save_job_result(result, env)
     print(f"qaoa: expected cut {result['expected_cut']:.4f}, max cut {result['max_cut']}, on {result['device']}")

@@ -8,30 +8,48 @@ Data parallelism: DistributedDataParallel over DistributedSampler shards, all-re
 model's tensors live on the host, even with lightning.gpu); only rank 0 prints, checkpoints and writes results. By default the global
 batch stays fixed (each of N workers takes batch/N); ``scale_lr`` keeps the per-worker batch and
 multiplies the learning rate by N instead.
+
+Modules: ``config`` (the settings), ``model``, ``training`` (a process's run), ``launch`` (the workers and the
+hybrid-job entry point) and ``checkpoint``.
 """
 
 from __future__ import annotations
 
-from .checkpoint import FILE as CHECKPOINT_FILE
-from .launch import launch, main, one_class_warning, worker
-from .model import RANGES, build_model, calibration_step, quantum_layer
-from .training import PHASES, RESULTS_FILE, Config, Context, evaluate, init_distributed, train
+import importlib
+from typing import Any
 
-__all__ = [
-    "CHECKPOINT_FILE",
-    "PHASES",
-    "RANGES",
-    "RESULTS_FILE",
-    "Config",
-    "Context",
-    "build_model",
-    "calibration_step",
-    "evaluate",
-    "init_distributed",
-    "launch",
-    "main",
-    "one_class_warning",
-    "quantum_layer",
-    "train",
-    "worker",
-]
+# Each public name: (module, name there), imported when first used, so that reading and checking a run's settings
+# (``config``) imports neither torch nor PennyLane: the CLI and a job answer bad settings at once.
+_WHERE = {
+    "CHECKPOINT_FILE": ("checkpoint", "FILE"),
+    "RESULTS_FILE": ("config", "RESULTS_FILE"),
+    "Config": ("config", "Config"),
+    "launch": ("launch", "launch"),
+    "main": ("launch", "main"),
+    "one_class_warning": ("launch", "one_class_warning"),
+    "worker": ("launch", "worker"),
+    "RANGES": ("model", "RANGES"),
+    "build_model": ("model", "build_model"),
+    "calibration_step": ("model", "calibration_step"),
+    "quantum_layer": ("model", "quantum_layer"),
+    "PHASES": ("training", "PHASES"),
+    "Context": ("training", "Context"),
+    "evaluate": ("training", "evaluate"),
+    "init_distributed": ("training", "init_distributed"),
+    "train": ("training", "train"),
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _WHERE[name]
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

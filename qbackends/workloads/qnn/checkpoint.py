@@ -13,7 +13,7 @@ from ...checkpoint import Inputs, RunIdentity, check_seal, corrupt, further_alon
 from ...storage import atomic_write
 
 if TYPE_CHECKING:
-    from .training import Config
+    from .config import Config
 
 FILE = "qnn-checkpoint.pt"
 

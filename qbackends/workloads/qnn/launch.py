@@ -11,19 +11,23 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import PeerLostError, QBackendsError, WorkloadInputError
 from ...probe import cpu_cores
 from ...scoped import environment
 from ...storage import atomic_write_json
-from .training import RESULTS_FILE, Config, Context, hyperparameter, init_distributed, option, train
+from .config import RESULTS_FILE, Config, hyperparameter, option
+
+if TYPE_CHECKING:
+    from .training import Context
 
 
 def worker(
     config_json: dict[str, Any], device: str | None, results_dir: str, checkpoint_dir: str | None, resume: bool, quiet: bool
 ) -> dict[str, Any]:
     """What each process runs (under torchrun or ``elastic_launch``); rank 0 writes the results."""
+    from .training import init_distributed, train
 
     config = Config(**config_json)
     ctx = init_distributed()
