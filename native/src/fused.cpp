@@ -206,7 +206,10 @@ void scatter_runs(const T* re, const T* im, T* psi, u64 base, const std::vector<
     }
     for (u64 run = 0; run < runs; ++run) {
         const u64 start = base + offsets[run], row = run * size;
-        for (u64 j = 0; j < size; j += LANES) join_lanes<STREAM>(re, im, row + j, psi, start + j);
+        if (size % WIDE<T> == 0)  // float32: a register of numbers at a time, not half of one
+            for (u64 j = 0; j < size; j += WIDE<T>) join_wide_lanes<STREAM>(re, im, row + j, psi, start + j);
+        else
+            for (u64 j = 0; j < size; j += LANES) join_lanes<STREAM>(re, im, row + j, psi, start + j);
     }
 }
 

@@ -179,7 +179,7 @@ QB_INLINE void deinterleave(const V& lo, const V& hi, V& re, V& im) {
 
 template <class V, int... I>
 QB_INLINE void interleave(const V& re, const V& im, V& lo, V& hi, lane_indices<I...>) {
-    constexpr int L = int(LANES);
+    constexpr int L = int(sizeof...(I));
     lo = __builtin_shufflevector(re, im, (I / 2 + (I % 2) * L)...);
     hi = __builtin_shufflevector(re, im, (L / 2 + I / 2 + (I % 2) * L)...);
 }
@@ -198,8 +198,8 @@ QB_INLINE void split_lanes(T* __restrict re, T* __restrict im, u64 row, const T*
 }
 
 // A store of LANES numbers past the caches (no read of the line first), at a STREAM_ALIGN-aligned address.
-template <class T>
-QB_INLINE void stream_store(T* p, const typename Vec<T>::v& v) {
+template <class T, class V>
+QB_INLINE void stream_store(T* p, const V& v) {
     constexpr u64 bytes = sizeof v;
 #if defined(__x86_64__) && defined(__AVX512F__)
     if constexpr (bytes == 64) return _mm512_stream_pd(reinterpret_cast<double*>(p), (__m512d)v);
@@ -234,6 +234,17 @@ QB_INLINE void join_lanes(const T* re, const T* im, u64 row, T* psi, u64 start) 
     V lo, hi;
     interleave(load<V>(re + row), load<V>(im + row), lo, hi);
     store_pair<STREAM>(psi + 2 * start, lo, hi);
+}
+
+// join_lanes a register of T at a time (WIDE<T> numbers: twice LANES for float32); ``row`` a multiple of WIDE<T>.
+template <bool STREAM, class T>
+QB_INLINE void join_wide_lanes(const T* re, const T* im, u64 row, T* psi, u64 start) {
+    constexpr u64 N = WIDE<T>;
+    using V = typename Vec<T, N>::v;
+    V lo, hi;
+    interleave(load<V>(re + row), load<V>(im + row), lo, hi, std::make_integer_sequence<int, int(N)>{});
+    if (STREAM) stream_store(psi + 2 * start, lo), stream_store(psi + 2 * start + N, hi);
+    else store(psi + 2 * start, lo), store(psi + 2 * start + N, hi);
 }
 
 // The LANES x LANES transpose of LANES vectors, by swapping blocks of LANES/2, ..., 2 and 1 lanes: with
