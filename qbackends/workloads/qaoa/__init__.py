@@ -11,12 +11,9 @@ under ``qbackends job run``): it reads ``AMZN_BRAKET_*`` when present.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .. import lazy_names
 
-# Each public name: (module, name there). A name's module is imported when the name is first used, so that reading
-# and checking a run's settings (``config``, ``graph``) does not import PennyLane: the CLI answers a bad
-# argument in a fraction of a second instead of after PennyLane's import (6 s on a 2-core machine).
+# Each public name: (module, name there), imported when first used (``lazy_names``): ``config`` and ``graph`` need no PennyLane.
 _WHERE = {
     "calibration_step": ("ansatz", "calibration_step"),
     "circuit": ("ansatz", "circuit"),
@@ -48,16 +45,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

@@ -15,11 +15,9 @@ hybrid-job entry point) and ``checkpoint``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .. import lazy_names
 
-# Each public name: (module, name there), imported when first used, so that reading and checking a run's settings
-# (``config``) imports neither torch nor PennyLane: the CLI and a job answer bad settings at once.
+# Each public name: (module, name there), imported when first used (``lazy_names``): ``config`` needs no torch or PennyLane.
 _WHERE = {
     "CHECKPOINT_FILE": ("checkpoint", "FILE"),
     "RESULTS_FILE": ("config", "RESULTS_FILE"),
@@ -40,16 +38,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
