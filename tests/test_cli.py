@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -135,6 +136,7 @@ def test_the_processes_a_command_starts_inherit_its_thread_settings(monkeypatch,
 def test_a_workloads_bad_setting_is_answered_before_torch_or_pennylane_is_imported(args, message):
     """A run's settings are read and checked before torch or PennyLane is imported (PennyLane's import alone took
     6 s on a 2-core machine)."""
+    assert importlib.util.find_spec("torch") and importlib.util.find_spec("pennylane")  # installed: their absence means something
     code = f"import sys\nfrom qbackends.cli import main\ncode = main({args!r})\nprint(code, [m for m in ('pennylane', 'torch') if m in sys.modules])\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout == "2 []\n"

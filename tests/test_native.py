@@ -162,16 +162,19 @@ def test_stores_into_large_states_stream_past_the_caches():
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 @pytest.mark.parametrize("count", [1, 5, 8, 9, 34, 64, 65, 287, 512, 513, 700])
-@pytest.mark.parametrize("geometric", [True, False])
-def test_phases_by_level_are_the_tables_entries(dtype, count, geometric):
+@pytest.mark.parametrize("geometric", [True, False, "nan"])
+@pytest.mark.parametrize("n", [2, 13])
+def test_phases_by_level_are_the_tables_entries(dtype, count, geometric, n):
     """A cut's phases by level, as the sweeps apply them (float32 on AVX2: products of 8-entry tables, one to three,
     where the table is geometric; otherwise looked up): psi[k] = 2^(-n/2)·phases[levels[k]] for uniform vectors,
-    from 1 to 700 levels, the table geometric (a cut's) or not, to the precision's rounding."""
+    from 1 to 700 levels, the table geometric (a cut's), not, or with one level's phase NaN (its amplitudes alone
+    NaN), to the precision's rounding; 2 wires: fewer amplitudes than a register."""
     rng = np.random.default_rng(count)
-    n = 13
     levels = rng.integers(0, count, 2**n).astype(np.uint8 if count <= 256 else np.uint16)
-    angles = 0.37 + 1.3 * np.arange(count) if geometric else rng.uniform(-np.pi, np.pi, count)
+    angles = rng.uniform(-np.pi, np.pi, count) if geometric is False else 0.37 + 1.3 * np.arange(count)
     phases = np.exp(1j * angles).astype(dtype)
+    if geometric == "nan":
+        phases[count // 2] = np.nan
     psi = np.zeros(2**n, dtype=dtype)
     plus = np.array([[1.0, 1.0]] * n, dtype=complex) / np.sqrt(2.0)
     low = min(n, kernels.LOW_BITS)

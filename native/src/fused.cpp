@@ -922,8 +922,8 @@ void phase_by_permutes(T* __restrict re, T* __restrict im, u64 size, const L* le
 // by one permute (vpermps; AVX2 has no permute of two registers, and a table of more levels, looked up lane by lane,
 // costs two loads and inserts a lane): factor_phases. 22-wire c64 value + gradient: phase_tile 0.65x the samples.
 // float64 tables hold 4 entries a register: three factors for 34 levels took 1.8x the lookups' samples.
-#if defined(__AVX2__)
-constexpr bool FACTOR_PHASES = !PERMUTE_PHASES;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+constexpr bool FACTOR_PHASES = true;
 #else
 constexpr bool FACTOR_PHASES = false;
 #endif
@@ -937,7 +937,7 @@ void phase_by_factors(float* __restrict re, float* __restrict im, u64 size, cons
     using V = Vec<float, FACTOR_RADIX>::v;
     const float* tables = reinterpret_cast<const float*>(phases.factor_tables);
     __m256 tr[FACTORS], ti[FACTORS];
-    for (int f = 0; f < FACTORS; ++f) tr[f] = _mm256_load_ps(tables + 2 * f * FACTOR_RADIX), ti[f] = _mm256_load_ps(tables + (2 * f + 1) * FACTOR_RADIX);
+    for (int f = 0; f < FACTORS; ++f) tr[f] = _mm256_loadu_ps(tables + 2 * f * FACTOR_RADIX), ti[f] = _mm256_loadu_ps(tables + (2 * f + 1) * FACTOR_RADIX);
     const u64 whole = size - size % FACTOR_RADIX;
     for (u64 t = 0; t < whole; t += FACTOR_RADIX) {
         const __m256i level = sizeof(L) == 1 ? _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(levels + t)))
@@ -1669,7 +1669,7 @@ void factor_phases(Phases& phases) {
     for (u64 level = 0; level < phases.size; ++level) {  // geometric to a few roundings, or looked up as given
         cplx<double> product = 1.0;
         for (u64 f = 0, rest = level; f < u64(factors); ++f, rest /= R) product *= cplx<double>(out[2 * f * R + rest % R], out[2 * f * R + R + rest % R]);
-        if (std::abs(product - cplx<double>(table[level])) > 16 * std::numeric_limits<T>::epsilon()) return;
+        if (!(std::abs(product - cplx<double>(table[level])) <= 8 * std::numeric_limits<T>::epsilon())) return;  // NaN too
     }
     phases.factors = factors;
 }

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 from .. import lazy_names
 
+# launch.py is light (no torch or PennyLane), and imported with the package ``launch`` names its function, not the module.
+from .launch import launch as launch
+from .launch import main as main
+from .launch import one_class_warning as one_class_warning
+from .launch import worker as worker
+
 # Each public name: (module, name there), imported when first used (``lazy_names``): ``config`` needs no torch or PennyLane.
 _WHERE = {
     "CHECKPOINT_FILE": ("checkpoint", "FILE"),
     "RESULTS_FILE": ("config", "RESULTS_FILE"),
     "Config": ("config", "Config"),
-    "launch": ("launch", "launch"),
-    "main": ("launch", "main"),
-    "one_class_warning": ("launch", "one_class_warning"),
-    "worker": ("launch", "worker"),
     "RANGES": ("model", "RANGES"),
     "build_model": ("model", "build_model"),
     "calibration_step": ("model", "calibration_step"),
@@ -37,5 +39,5 @@ _WHERE = {
     "train": ("training", "train"),
 }
 
-__all__ = sorted(_WHERE)
+__all__ = sorted([*_WHERE, "launch", "main", "one_class_warning", "worker"])
 __getattr__, __dir__ = lazy_names(__name__, _WHERE)
