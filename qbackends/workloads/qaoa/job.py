@@ -10,6 +10,7 @@ def main() -> int:
     """Entry point for a hybrid job: everything comes from ``AMZN_BRAKET_*``, checked before PennyLane is imported."""
     env = JobEnvironment.from_env()
     config = config_from_hyperparameters(Config, env.hyperparameters)
+    config.validate()  # before the run's module imports PennyLane
     from .optimization import run
 
     result = run(config, env.device, checkpoint_dir=env.checkpoint_dir, resume=env.checkpoint_dir is not None)
