@@ -197,7 +197,7 @@ QB_INLINE void split_lanes(T* __restrict re, T* __restrict im, u64 row, const T*
     store(re + row, r), store(im + row, i);
 }
 
-// A store of LANES numbers past the caches (no read of the line first), at a STREAM_ALIGN-aligned address.
+// A store of one vector past the caches (no read of the line first), at an address aligned to its size.
 template <class T, class V>
 QB_INLINE void stream_store(T* p, const V& v) {
     constexpr u64 bytes = sizeof v;
