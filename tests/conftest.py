@@ -62,7 +62,10 @@ def _mapped_paths() -> set[str]:
 def pytest_sessionfinish(session, exitstatus):
     """MPICH leaves its shared-memory segment in /dev/shm when one of its ranks is killed or aborts (the tests of a
     failing rank do both), or when this process started MPI itself, and /dev/shm is memory: the segments this session
-    left, that no other process maps, go."""
+    left, that no other process maps, go. With ``-n``, the main process does this once every worker has ended (a
+    worker ending early would race the others' runs)."""
+    if hasattr(session.config, "workerinput"):
+        return
     mapped = None
     for segment in Path("/dev/shm").glob("mpich_shm_*"):
         try:

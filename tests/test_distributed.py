@@ -187,7 +187,7 @@ def test_shared_and_exchanged_states_give_the_same_most_probable_bitstring(ranks
 @needs_mpi
 def test_ranks_sharing_a_state_hold_it_once_for_the_node(tmp_path):
     """At 20 wires on 2 ranks sharing one state, the device sizes the node at ψ, λ and the cost's tables of one bit
-    layout (1-byte levels unweighted; a weighted cost's diagonal, 8 or 4 bytes), and that is what /dev/shm lost: the
+    layout (1-byte levels unweighted; a weighted cost's diagonal, 8 or 4 bytes), and that is what its /dev/shm files take: the
     node holds one process's state, not a share per rank plus exchange pieces. get_device's figure, the least a cost
     needs, is the unweighted one."""
     from qbackends import capabilities

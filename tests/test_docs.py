@@ -50,7 +50,7 @@ def test_readme_installs_then_tests():
         'pip install -e ".[test,plot,qnn,mpi,native]" && pip install --no-build-isolation ./native && pip install ./plugins/*'
         in install
     )
-    assert test == "pip install ./tests/plugin_fixtures/* && python -m pytest tests plugins -q"
+    assert test == "pip install ./tests/plugin_fixtures/* && python -m pytest tests plugins -q -n 2 --dist worksteal"
 
 
 def _contributing_setup() -> str:
