@@ -59,6 +59,7 @@ def _mapped_paths() -> set[str]:
     return paths
 
 
+@pytest.hookimpl(trylast=True)  # with -n: after xdist has ended the workers
 def pytest_sessionfinish(session, exitstatus):
     """MPICH leaves its shared-memory segment in /dev/shm when one of its ranks is killed or aborts (the tests of a
     failing rank do both), or when this process started MPI itself, and /dev/shm is memory: the segments this session

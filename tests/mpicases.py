@@ -19,7 +19,6 @@ there (``shm_bytes``).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tracemalloc
 from pathlib import Path
@@ -117,14 +116,16 @@ def _held() -> int:
 
 
 def _mapped_shared_files() -> dict[int, int]:
-    """The /dev/shm files this rank maps (unlinked ones too), by inode: the bytes each takes there. Read from this
-    process, not from /dev/shm's free room, which every other process on the machine moves."""
-    files = {}
+    """The /dev/shm files this rank maps (unlinked ones too), by inode: the bytes each takes there (the whole file is
+    allocated and mapped, so its mappings' furthest end). Read from this process's maps, not from /dev/shm's free room,
+    which every other process on the machine moves."""
+    files: dict[int, int] = {}
     for line in Path("/proc/self/maps").read_text().splitlines():
         fields = line.split(maxsplit=5)
         if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
-            status = os.stat(f"/proc/self/map_files/{fields[0]}")
-            files[status.st_ino] = status.st_blocks * 512
+            start, end = (int(a, 16) for a in fields[0].split("-"))
+            inode = int(fields[4])
+            files[inode] = max(files.get(inode, 0), int(fields[2], 16) + end - start)
     return files
 
 
