@@ -129,7 +129,10 @@ def test_the_processes_a_command_starts_inherit_its_thread_settings(monkeypatch,
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "qaoa", "--nodes", "-3"], "nodes=-3 is out of range: it must be from 2 to 40. Fix: pass --nodes from 2 to 40."),
+        (
+            ["run", "qaoa", "--nodes", "-3"],
+            "nodes=-3 is out of range: it must be from 2 to 40. Fix: pass --nodes a whole number from 2 to 40.",
+        ),
         (["run", "qnn", "--epochs", "0"], "epochs=0 must be at least 1. Fix: pass --epochs 1 or more."),
     ],
 )

@@ -19,6 +19,7 @@ import pytest
 
 from qbackends.errors import CheckpointError, WorkloadInputError
 from qbackends.workloads import qaoa
+from qbackends.workloads.fixes import hyperparameter, option
 
 
 def brute_force_max_cut(graph: qaoa.Graph) -> float:
@@ -337,7 +338,7 @@ def test_cli_bad_input_is_one_line():
     assert out.returncode == 2
     assert (
         out.stderr.strip()
-        == "qbackends: error: edges=9 does not fit a simple graph on 4 nodes (at most 6). Fix: pass fewer --edges or more --nodes."
+        == "qbackends: error: edges=9 does not fit a simple graph on 4 nodes (at most 6). Fix: pass --edges 6 or fewer, or pass --nodes 5 or more."
     )
 
 
@@ -417,11 +418,20 @@ def test_a_results_folder_that_cannot_be_written_is_a_typed_error(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--nodes", "-3", "--edges", "3"], "nodes=-3 is out of range: it must be from 2 to 40. Fix: pass --nodes from 2 to 40."),
-        (["--nodes", "1", "--edges", "0"], "nodes=1 is out of range: it must be from 2 to 40. Fix: pass --nodes from 2 to 40."),
-        (["--nodes", "4", "--edges", "0"], "edges=0 is out of range: it must be at least 1. Fix: pass --edges at least 1."),
-        (["--seed", "-1"], "seed=-1 is out of range: it must be from 0 to 4294967295. Fix: pass --seed from 0 to 4294967295."),
-        (["--stepsize", "inf"], "stepsize=inf is not a finite number of at least 0. Fix: pass e.g. --stepsize 0.1."),
+        (
+            ["--nodes", "-3", "--edges", "3"],
+            "nodes=-3 is out of range: it must be from 2 to 40. Fix: pass --nodes a whole number from 2 to 40.",
+        ),
+        (
+            ["--nodes", "1", "--edges", "0"],
+            "nodes=1 is out of range: it must be from 2 to 40. Fix: pass --nodes a whole number from 2 to 40.",
+        ),
+        (["--nodes", "4", "--edges", "0"], "edges=0 is out of range: it must be at least 1. Fix: pass --edges 1 or more."),
+        (
+            ["--seed", "-1"],
+            "seed=-1 is out of range: it must be from 0 to 4294967295. Fix: pass --seed a whole number from 0 to 4294967295.",
+        ),
+        (["--stepsize", "inf"], "stepsize=inf is not a finite number of at least 0. Fix: pass --stepsize e.g. 0.1."),
         (
             ["--diff-method", "bogus"],
             "diff_method 'bogus' is unknown; choices: best, device, backprop, adjoint, parameter-shift, hadamard, "
@@ -440,17 +450,46 @@ def test_cli_numbers_and_choices_are_checked_before_anything_runs(tmp_path, args
     ("hyperparameters", "message"),
     [
         ({"nodes": 1e300}, "Hyperparameter nodes='1e+300' is not a whole number. Fix: give nodes a whole number."),
-        ({"nodes": None}, "nodes=None is not a whole number. Fix: pass --nodes as a whole number."),
-        ({"seed": -5}, "seed=-5 is out of range: it must be from 0 to 4294967295."),
+        ({"nodes": None}, "nodes=None is not a whole number. Fix: set nodes to a whole number in the hyperparameters."),
+        (
+            {"nodes": "50"},
+            "nodes=50 is out of range: it must be from 2 to 40. Fix: set nodes to a whole number from 2 to 40 in the hyperparameters.",
+        ),
+        (
+            {"formulation": "slow"},
+            "formulation 'slow' is unknown; choices: fast, qml.qaoa. Fix: set formulation to fast in the hyperparameters.",
+        ),
+        (
+            {"seed": -5},
+            "seed=-5 is out of range: it must be from 0 to 4294967295. Fix: set seed to a whole number from 0 to 4294967295 in the hyperparameters.",
+        ),
     ],
 )
-def test_a_job_validates_its_hyperparameters_like_the_cli(tmp_path, hyperparameters, message):
+def test_a_job_validates_its_hyperparameters_and_words_the_fix_for_them(tmp_path, hyperparameters, message):
     (tmp_path / "hp.json").write_text(json.dumps(hyperparameters))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMZN_BRAKET")}
     env |= {"AMZN_BRAKET_HP_FILE": str(tmp_path / "hp.json"), "AMZN_BRAKET_DEVICE_ARN": "local:pennylane/lightning.qubit"}
     out = subprocess.run([sys.executable, "-m", "qbackends.workloads.qaoa"], capture_output=True, text=True, env=env)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.startswith(f"qbackends: error: {message}")
+
+
+@pytest.mark.parametrize(
+    ("spell", "fix"),
+    [
+        (option, "Fix: pass --stepsize a smaller value, or pass --optimizer adam."),
+        (
+            hyperparameter,
+            "Fix: set stepsize to a smaller value in the hyperparameters, or set optimizer to adam in the hyperparameters.",
+        ),
+    ],
+)
+def test_a_diverged_run_is_refused_with_the_fix_worded_for_its_caller(spell, fix):
+    config = qaoa.Config(nodes=4, edges=3, iterations=2, stepsize=1e308, optimizer="gd")
+    with pytest.warns(RuntimeWarning, match="overflow"), pytest.raises(WorkloadInputError) as diverged:
+        qaoa.run(config, "local:pennylane/lightning.qubit", spell=spell)
+    assert str(diverged.value).startswith("The optimisation diverged: energy nan, parameters [[")
+    assert str(diverged.value).endswith(f"]]. {fix}")
 
 
 def test_a_bad_device_variable_is_named_under_run_qaoa(tmp_path):

@@ -13,6 +13,7 @@ from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
 from ...gradients import check as check_gradient
 from ...workloaddevices import qaoa_device as workload_device  # the device this QAOA run uses
+from ..fixes import Spell, option
 from . import checkpoint as checkpoints
 from .ansatz import energy_function, energy_tape, runs_layers
 from .checkpoint import Progress
@@ -38,6 +39,7 @@ def run(
     resume: bool = False,
     on_iteration: Callable[[int, float], None] | None = None,
     mpi: bool = False,
+    spell: Spell = option,
 ) -> dict[str, Any]:
     """Optimise the QAOA angles; return the results record.
 
@@ -49,11 +51,12 @@ def run(
         on_iteration: called with (iteration, cost) after each iteration.
         mpi: split the state over the ranks of this MPI job (fused.qubit's ``mpi=True``); rank 0 alone writes
             checkpoints and calls ``on_iteration``; every rank returns the results.
+        spell: words the fix for a setting (``option``: the CLI's; ``hyperparameter``: a hybrid job's).
     """
     import pennylane as qml
     from pennylane import numpy as pnp
 
-    config.validate()
+    config.validate(spell)
     graph = load_graph(config)
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
     state = _saved_state(checkpoint, resume, mpi)
@@ -65,7 +68,7 @@ def run(
     writes = shared is None or shared.rank == 0
     start_params = pnp.array(initial_params(config), requires_grad=True)
     tape = energy_tape(graph, config.layers, start_params, config.formulation, runs_layers(dev))
-    check_gradient(dev, tape, config.diff_method, "autograd", _option)
+    check_gradient(dev, tape, config.diff_method, "autograd", spell)
     energy = energy_function(dev, graph, config.layers, config.formulation, config.diff_method)
     value_and_grad = _value_and_grad(energy)
     device_name = backend_name(dev, energy.qnode, start_params, config.diff_method)
@@ -96,17 +99,13 @@ def run(
     if not (np.isfinite(final_energy) and np.isfinite(progress.costs).all() and np.isfinite(params).all()):
         raise WorkloadInputError(
             f"The optimisation diverged: energy {final_energy}, parameters {np.asarray(params).tolist()}.",
-            "lower --stepsize, or use --optimizer adam.",
+            f"{spell('stepsize', 'a smaller value')}, or {spell('optimizer', 'adam')}.",
         )
     if shared is not None:  # the final energy's state, read where it lies (all probabilities would not fit one rank)
         best = shared.most_probable(TIES)
     else:
         best = most_probable_index(np.asarray(probabilities(params)))
     return results(config, graph, device_name, progress, final_energy=final_energy, most_probable=best)
-
-
-def _option(name: str, value: str) -> str:
-    return f"pass --{name.replace('_', '-')} {value}"
 
 
 def _saved_state(checkpoint: Path | None, resume: bool, mpi: bool) -> dict[str, Any] | None:

@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...capabilities import DIFF_METHODS
 from ...errors import WorkloadInputError
+from ..fixes import Spell, option
 
 RESULTS_FILE = "qnn-results.json"
 SEED_LIMIT = 2**32  # NumPy's and torch's seeds: 0 <= seed < 2**32
-
-
-def option(name: str, value: str) -> str:
-    """A fix as the CLI takes it: ``pass --batch-size 1 or more``."""
-    return f"pass --{name.replace('_', '-')} {value}"
-
-
-def hyperparameter(name: str, value: str) -> str:
-    """A fix as a job takes it: ``set batch_size to 1 or more in the hyperparameters``."""
-    return f"set {name} to {value} in the hyperparameters"
 
 
 @dataclass(frozen=True)
@@ -45,7 +35,7 @@ class Config:
     diff_method: str = "adjoint"
     data: str | None = None
 
-    def validate(self, spell: Callable[[str, str], str] = option) -> None:
+    def validate(self, spell: Spell = option) -> None:
         """Refuse a setting no run can use, naming it; ``spell(name, value)`` words the fix (``option``
         for the CLI, ``hyperparameter`` for a job)."""
         self._check_types(spell)
@@ -94,7 +84,7 @@ class Config:
             if not ok:
                 raise WorkloadInputError(message + ".", fix + ".")
 
-    def _check_types(self, spell: Callable[[str, str], str]) -> None:
+    def _check_types(self, spell: Spell) -> None:
         """Each setting of the type its checks compare (a number, not None or text), before any comparison."""
         for name in ("nwires", "ndata", "batch_size", "epochs", "seed", "patience"):
             value = getattr(self, name)

@@ -8,7 +8,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +17,8 @@ from ...errors import PeerLostError, QBackendsError, WorkloadInputError
 from ...probe import cpu_cores
 from ...scoped import environment
 from ...storage import atomic_write_json
-from .config import RESULTS_FILE, Config, hyperparameter, option
+from ..fixes import Spell, hyperparameter, option
+from .config import RESULTS_FILE, Config
 
 if TYPE_CHECKING:
     from .training import Context
@@ -307,7 +308,7 @@ def _workers(text: str) -> int:
     return int(number)
 
 
-def one_class_warning(result: dict[str, Any], spell: Callable[[str, str], str] = option) -> str | None:
+def one_class_warning(result: dict[str, Any], spell: Spell = option) -> str | None:
     """What to change when the trained model predicts one class on the held-out rows, or None."""
     if not result.get("predicts_one_class"):
         return None

@@ -24,8 +24,9 @@ from ...checkpoint import corrupt, recorded_device
 from ...errors import WorkloadInputError
 from ...gradients import check as check_gradient
 from .. import sonar
+from ..fixes import option
 from . import checkpoint as checkpoints
-from .config import Config, option
+from .config import Config
 from .model import build_model, layer_tape
 
 PHASES = ("data", "classical", "quantum", "backward", "allreduce")
