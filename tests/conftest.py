@@ -13,6 +13,7 @@ from qbackends import capabilities, probe, registry
 from qbackends.builtin import BACKENDS
 
 FACTS = Path(__file__).parent / "facts"
+NO_JAX = Path(__file__).parent / "nojax"  # its sitecustomize: child processes start without jax
 SESSION_START = time.time()
 
 
@@ -33,11 +34,13 @@ def builtin(simulator: str):
 
 
 @pytest.fixture(autouse=True)
-def fresh_registry(monkeypatch, tmp_path_factory):
+def fresh_registry(monkeypatch, tmp_path_factory, request):
     """Every test starts from a freshly built registry, no device-selection environment, no calibration profile and
-    no stored auto decisions."""
+    no stored auto decisions; the processes it starts import no jax unless it is marked ``jax_in_children``."""
     for var in ("AMZN_BRAKET_DEVICE_ARN", "QBACKENDS_DEVICE", "QBACKENDS_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
+    if request.node.get_closest_marker("jax_in_children") is None:
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(NO_JAX), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("QBACKENDS_PROFILE", str(tmp_path_factory.mktemp("profile") / "none.json"))
     monkeypatch.setenv("QBACKENDS_DECISIONS", str(tmp_path_factory.mktemp("decisions") / "decisions"))
     registry.reset_registry()

@@ -415,6 +415,7 @@ def test_sigterm_to_the_container_is_passed_on_to_the_job(s3, tmp_path):
     assert (tmp_path / "ml" / "output" / "failure").read_text() == f"JobFailedError: {line}\n"
 
 
+@pytest.mark.jax_in_children  # a stop in a worker met jax's gc callback once
 def test_a_failed_worker_stops_its_peers():
     started = time.monotonic()
     outcome = run_processes(

@@ -230,6 +230,7 @@ def test_wires_taken_from_the_circuit_and_tracked():
     assert tracker.totals["executions"] == 1 and tracker.totals["batches"] == 1
 
 
+@pytest.mark.jax_in_children  # PennyLane's suite tests the jax interface where jax is installed
 @pytest.mark.parametrize("device", ["qbackends.fused.qubit", "qbackends.auto"])
 def test_pennylane_device_suite_passes(tmp_path, device):
     """PennyLane's own device tests (pennylane/devices/tests), analytic: on fused.qubit, and on the

@@ -80,10 +80,14 @@ def test_cli_defaults_are_the_config_defaults():
     assert build_parser().parse_args(["run", "qnn"]).nwires == defaults.nwires
 
 
-def test_two_gloo_workers_match_one_process_with_the_same_global_batch(tmp_path):
+def test_two_gloo_workers_match_one_process_with_the_same_global_batch(tmp_path, monkeypatch):
+    """... and launching the workers leaves this process's environment as it was."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
     config = qnn.Config(**SMALL)
     one = qnn.launch(config, "lightning.qubit", 1, str(tmp_path / "one"), None, False, quiet=True)
     two = qnn.launch(config, "lightning.qubit", 2, str(tmp_path / "two"), None, False, quiet=True)
+    assert "OMP_NUM_THREADS" not in os.environ and "PYTHONWARNINGS" not in os.environ
     assert two["workers"] == 2 and two["per_worker_batch"] == 4
     for name, values in one["parameters"].items():
         np.testing.assert_allclose(two["parameters"][name], values, atol=1e-6, rtol=0)
@@ -153,6 +157,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.jax_in_children  # a stop in a worker met jax's gc callback once
 def test_a_dying_worker_ends_the_run_with_a_clear_error(tmp_path):
     cmd = [
         sys.executable,
@@ -350,8 +355,7 @@ def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
     assert two.returncode == 0, two.stderr[-2000:]
     advice = [line for line in two.stderr.splitlines() if "local workers will not train faster" in line]
     assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1 here" in advice[0]
-    one = subprocess.run([*cmd, "--workers", "1"], capture_output=True, text=True, timeout=300)
-    assert "will not train faster" not in one.stderr
+    assert workers_advice("batched.qubit", 4, 1) is None  # one worker (a CLI run of one: the one-class test)
     assert workers_advice("lightning.qubit", 4, 2) is None  # a per-sample backend: more workers may pay
 
 
@@ -571,6 +575,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.jax_in_children  # a stop in a worker met jax's gc callback once
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_an_interrupted_run_with_workers_says_so_once_and_leaves_no_process(tmp_path, how):
     """Ctrl-C (SIGINT to the whole process group) or SIGTERM to the command: every worker stops, and
@@ -606,21 +611,12 @@ def test_run_qnn_says_when_the_model_predicts_one_class(tmp_path):
     done = subprocess.run([*cmd, "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "held-out accuracy 0.538 (best 0.538, majority class 0.538)" in done.stdout
+    assert "batched.qubit" in done.stdout and "will not train faster" not in done.stderr  # one worker: no advice
     assert done.stderr.splitlines()[-1] == (
         "qbackends: the model predicts one class (held-out accuracy 0.538 = the majority-class rate); "
         "pass --lr 0.01 (a tenth of 0.1) or train more epochs."
     )
     assert json.loads((tmp_path / qnn.RESULTS_FILE).read_text())["predicts_one_class"] is True
-
-
-def test_launching_workers_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
-    import os
-
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
-    config = qnn.Config(**{**SMALL, "epochs": 1})
-    qnn.launch(config, "local:pennylane/lightning.qubit", 2, str(tmp_path), None, False, True)
-    assert "OMP_NUM_THREADS" not in os.environ and "PYTHONWARNINGS" not in os.environ
 
 
 def test_under_auto_the_qnn_tells_its_device_how_many_minibatches_the_run_takes():
