@@ -195,16 +195,16 @@ def main(argv: list[str]) -> int:
         shm_room = int(argv[argv.index("--shm-room") + 1])
         shared.room = lambda: shm_room
     options = {"ignore_memory": True} if "--ignore-memory" in argv else {}
-    if "--exchange" in argv:
-        options["share_node"] = False
     options["energy_first"] = "--energy-first" in argv
+    # each case on one state the ranks share ("shared"), on a share each with exchanges ("exchange"), or both in turn
+    layouts = ["shared", "exchange"] if "--both-layouts" in argv else ["exchange"] if "--exchange" in argv else ["shared"]
     rank = MPI.COMM_WORLD.Get_rank()
     before = _mapped_shared_files()  # MPI's own segment
-    for k, case in enumerate(cases):
+    for k, (case, layout) in enumerate((case, layout) for case in cases for layout in layouts):
         if fail_on == rank and k == 1:
             raise RuntimeError(f"rank {rank} fails on purpose")
         tracemalloc.start()
-        value, grad, dev = _run(case, mpi=True, **options)
+        value, grad, dev = _run(case, mpi=True, share_node=layout == "shared", **options)
         peak = MPI.COMM_WORLD.allreduce(tracemalloc.get_traced_memory()[1], op=MPI.MAX)
         tracemalloc.stop()
         ranks = ranks_of(dev)
@@ -214,7 +214,7 @@ def main(argv: list[str]) -> int:
             ENERGIES[-1](FIXED[-1])  # the energy alone: the final state is kept
             most = ranks.most_probable()
         if rank == 0:
-            line = {"case": case, "value": value, "grad": grad, "exchanges": exchanges, "peak_bytes": peak}
+            line = {"case": case, "layout": layout, "value": value, "grad": grad, "exchanges": exchanges, "peak_bytes": peak}
             line["sized_bytes"], line["tables_kept"], line["most_probable"] = ranks.sized, ranks._cache.tables, most
             line["held_bytes"], line["shm_bytes"] = _held(), sum(n for i, n in _mapped_shared_files().items() if i not in before)
             line["team_threads"] = _team_threads(ranks)

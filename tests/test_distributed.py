@@ -117,18 +117,19 @@ def _ranks(
 
 LAYOUTS = ["shared", "exchange"]  # one state the ranks share (one node), or a share each and exchanges
 EXCHANGE = "--exchange"
+BOTH_LAYOUTS = "--both-layouts"  # each case in both, one after the other, in one run of the ranks
 
 
-def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, layout: str, *extra: str) -> None:
-    # one process first, the reference
-    expected = [value_and_gradient(case, mpi=False) for case in cases]
-    run = _ranks(ranks, cases, tmp_path, *([EXCHANGE] if layout == "exchange" else []), *extra)
+def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, *extra: str) -> None:
+    """Each case on ``ranks`` ranks, in both layouts (one run), gives one process's energy and gradient."""
+    expected = [value_and_gradient(case, mpi=False) for case in cases]  # one process first, the reference
+    run = _ranks(ranks, cases, tmp_path, BOTH_LAYOUTS, *extra)
     assert run.returncode == 0, run.stderr
     lines = [json.loads(line) for line in run.stdout.splitlines()]
-    assert [line["case"] for line in lines] == cases
-    for line, (value, grad, _) in zip(lines, expected, strict=True):
+    assert [(line["case"], line["layout"]) for line in lines] == [(case, layout) for case in cases for layout in LAYOUTS]
+    for line, (value, grad, _) in zip(lines, [e for e in expected for _ in LAYOUTS], strict=True):
         qaoa = line["case"][0] != "circuit"
-        if layout == "shared":
+        if line["layout"] == "shared":
             assert line["exchanges"] == 0
         elif qaoa:  # p forward (mixers; the Hadamards need none), 2p back (φ and λ)
             assert line["exchanges"] == 3 * line["case"][1]
@@ -139,33 +140,30 @@ def _same_as_one_process(ranks: int, cases: list, tmp_path: Path, layout: str, *
 
 
 @needs_mpi
-@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, layout, tmp_path):
+def test_ranks_give_the_energy_and_gradient_of_one_process(ranks, tmp_path):
     cases = [[12, 1, False, "fast", "c128"], [12, 2, True, "qml.qaoa", "c128"], [13, 3, True, "fast", "c128"]]
     cases.append([17, 2, True, "fast", "c128"])  # tiles of 2^15: a pass's tiles split among the ranks and threads
     if ranks == 2:
         cases.append([12, 2, False, "fast", "c64"])
-    _same_as_one_process(ranks, cases, tmp_path, layout)
+    _same_as_one_process(ranks, cases, tmp_path)
 
 
 @needs_mpi
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_ranks_tile_the_forward_pass_as_the_adjoint_pass_that_reads_it(layout, tmp_path):
+def test_ranks_tile_the_forward_pass_as_the_adjoint_pass_that_reads_it(tmp_path):
     """Where the adjoint pass's tiles are smaller than an energy's (28 wires a rank at c128; here 12, with small
     tiles), a rank's forward pass takes the adjoint's tiling: the layer it undid on λ is the adjoint's pass."""
     cases = [[12, 2, False, "fast", "c128"], [13, 2, True, "fast", "c128"], [13, 4, False, "qml.qaoa", "c128"]]
-    _same_as_one_process(2, cases, tmp_path, layout, "--small-tiles")
+    _same_as_one_process(2, cases, tmp_path, "--small-tiles")
 
 
 @needs_mpi
-@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, layout, tmp_path):
+def test_ranks_give_one_processs_answers_whatever_the_first_layer_does_on_the_rank_bits(ranks, tmp_path):
     """The first layer's fixed gates on rank bits are each rank's factor; trainable ones wait for an exchange."""
     names = ["x-on-a-rank-bit", "rotation-on-a-rank-bit", "rotation-beside-hadamards", "rotations-on-every-other-wire"]
     names += ["block-first", "block-last", "another-cost-layer"]
-    _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path, layout)
+    _same_as_one_process(ranks, [["circuit", name] for name in names], tmp_path)
 
 
 @needs_mpi
@@ -174,13 +172,12 @@ def test_shared_and_exchanged_states_give_the_same_most_probable_bitstring(ranks
     """Each rank reads its part of a shared state, or its share (the layout's bits mapped back): the same basis
     state, at the same probability, from every rank."""
     cases = [[12, 1, False, "fast", "c128"], [13, 2, True, "qml.qaoa", "c128"], ["circuit", "block-first"]]
-    found = {}
-    for layout in LAYOUTS:
-        run = _ranks(ranks, cases, tmp_path, "--most-probable", *([EXCHANGE] if layout == "exchange" else []))
-        assert run.returncode == 0, run.stderr
-        found[layout] = [json.loads(line)["most_probable"] for line in run.stdout.splitlines()]
-    assert len(found["shared"]) == len(cases)
-    for (index, p), (other, q) in zip(found["shared"], found["exchange"], strict=True):
+    run = _ranks(ranks, cases, tmp_path, "--most-probable", BOTH_LAYOUTS)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [line["layout"] for line in lines] == LAYOUTS * len(cases)
+    for shared, exchanged in zip(lines[::2], lines[1::2], strict=True):
+        (index, p), (other, q) = shared["most_probable"], exchanged["most_probable"]
         assert index == other and abs(p - q) <= 1e-12 and 0 < p <= 1
 
 
@@ -346,12 +343,11 @@ def test_tables_a_rank_already_holds_are_not_sized_again(tmp_path):
 
 @needs_mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, layout, tmp_path):
+def test_ranks_give_the_energy_and_gradient_of_one_process_up_to_22_wires(ranks, tmp_path):
     cases = [[16, 3, False, "fast", "c128"], [16, 2, True, "qml.qaoa", "c128"], [20, 2, True, "fast", "c128"]]
     cases += [[22, 1, False, "fast", "c128"], [22, 3, True, "fast", "c128"]]
-    _same_as_one_process(ranks, cases, tmp_path, layout)
+    _same_as_one_process(ranks, cases, tmp_path)
 
 
 def _costs(folder: Path) -> list:
