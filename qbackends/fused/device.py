@@ -22,7 +22,7 @@ from ..simbase.gradients import refuse_trainable_coefficients, trainable_observa
 from ..simbase.measured import sampled_pauli_terms, variances_as_expectations
 from ..simbase.measurements import by_pennylane, probabilities
 from . import engine
-from .program import SUPPORTED, Dense, DiagonalBlock, applied_by_matrix, compile_operations, evolution_terms, z_terms
+from .program import NUMBERS, SUPPORTED, Dense, DiagonalBlock, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
 
 def _diagonal_already(m: Any) -> bool:
@@ -68,7 +68,7 @@ class CommutingRotations(qml.operation.Operation):
     ndim_params = (0,)  # a scalar time; an array of times is a broadcast batch
 
     def __init__(self, t: Any, terms: Any, wires: Any = None, id: Any = None) -> None:
-        terms = tuple((gate, tuple(w), float(qml.math.unwrap(h))) for gate, w, h in terms)
+        terms = tuple((gate, tuple(w), float(h if isinstance(h, NUMBERS) else qml.math.unwrap(h))) for gate, w, h in terms)
         self._hyperparameters = {"terms": terms}
         super().__init__(t, wires=wires if wires is not None else list(dict.fromkeys(w for _, ws, _ in terms for w in ws)), id=id)
 
@@ -96,16 +96,17 @@ def commuting_evolutions(tape: Any) -> tuple[Any, Any]:
     trainable = set(tape.trainable_params)
     ops, first = [], 0
     for op in tape.operations:
-        coefficients = range(first, first + len(op.data) - 1)  # all but the time
-        first += len(op.data)
+        data = op.data  # a Hamiltonian's: gathered from its terms each time it is read
+        coefficients = range(first, first + len(data) - 1)  # all but the time
+        first += len(data)
         rotations = None
         if op.name == "Evolution":
             rotations = _z_rotations(op)
         elif (terms := evolution_terms(op)) is not None:
             if trainable.intersection(coefficients):  # the gradient reaches them through the angles
-                rotations = CommutingRotations.compute_decomposition(op.data[-1], terms=terms)
+                rotations = CommutingRotations.compute_decomposition(data[-1], terms=terms)
             else:
-                rotations = [CommutingRotations(op.data[-1], terms)]
+                rotations = [CommutingRotations(data[-1], terms)]
         ops.extend([op] if rotations is None else rotations)
     return (tape.copy(operations=ops),), lambda results: results[0]
 

@@ -55,6 +55,7 @@ FIXED_SINGLE = {
 ROTATIONS = {"RX": 1, "RY": 2}  # generator: 1 = X, 2 = Y
 OTHER = {"CNOT"}
 SUPPORTED = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | OTHER
+NUMBERS = (int, float, complex, np.number)  # a coefficient that is a plain number: read without dispatching on it
 
 
 def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
@@ -66,7 +67,10 @@ def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
 
     terms = []
     for word, coefficient in rep.items():
-        value = complex(qml.math.toarray(qml.math.unwrap(coefficient)))  # trainable coefficients: their value
+        if isinstance(coefficient, NUMBERS):
+            value = complex(coefficient)
+        else:  # trainable coefficients: their value
+            value = complex(qml.math.toarray(qml.math.unwrap(coefficient)))
         if any(letter != "Z" for letter in word.values()) or abs(value.imag) > 1e-15:
             return None
         terms.append((list(word.keys()), value.real))
@@ -84,7 +88,8 @@ def evolution_terms(op: Any) -> list[tuple[str, list[Any], Any]] | None:
     import pennylane as qml
 
     rep = op.hyperparameters["hamiltonian"].pauli_rep
-    words = [(w, qml.math.real(c)) for w, c in rep.items() if len(w)] if rep is not None else []
+    real = [(w, c.real if isinstance(c, NUMBERS) else qml.math.real(c)) for w, c in rep.items()] if rep is not None else []
+    words = [(w, h) for w, h in real if len(w)]
     if not words:  # not a sum of Pauli words, or only an identity: left to PennyLane
         return None
     if all(set(word.values()) == {"Z"} for word, _ in words):
