@@ -1,5 +1,5 @@
 """QAOA energies and adjoint gradients on fused.qubit, for the distributed tests: ``mpiexec -n R python
-tests/mpicases.py CASES.json`` runs each case with mpi=True and rank 0 prints one JSON line per case;
+tests/mpicases.py CASES.json`` runs each case with mpi=True and rank 0 prints one JSON line per case and layout;
 the tests import ``value_and_gradient`` to run the same cases in one process.
 
 A case is [wires, layers, weighted, formulation, precision] or ["circuit", name]; ``--raise-on 1`` makes rank 1
@@ -8,7 +8,8 @@ fail mid-run; ``--available BYTES`` makes that the memory the machine reads as a
 ``--energy-first`` takes each case's energy alone before its energy and gradient, on the same device;
 ``--shm-room BYTES``: the room /dev/shm reads as having; ``--small-tiles``: the tiles of 12 wires smaller for the adjoint pass than
 for an energy; ``--ignore-memory`` builds the devices with ignore_memory=True; ``--exchange`` with share_node=False (each rank holds
-a share and they exchange, as across nodes; else the ranks of this one machine share one state); ``--most-probable``
+a share and they exchange, as across nodes; else the ranks of this one machine share one state); ``--both-layouts``
+runs each case shared, then exchanged (each line's ``layout``: "shared" or "exchange"); ``--most-probable``
 also gives the most probable basis state of each case's final state (index, probability) in ``most_probable``.
 Each line also gives the largest peak of any rank's traced memory over the case (``peak_bytes``) and the bytes the
 device sized a rank at (``sized_bytes``), and the tables its cache keeps after it (``tables_kept``); what this rank's
@@ -222,5 +223,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # the ranks import no jax: see tests/nojax
+if __name__ == "__main__":  # under pytest the ranks import no jax (tests/nojax)
     sys.exit(main(sys.argv[1:]))

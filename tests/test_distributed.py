@@ -177,6 +177,7 @@ def test_shared_and_exchanged_states_give_the_same_most_probable_bitstring(ranks
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [line["layout"] for line in lines] == LAYOUTS * len(cases)
     for shared, exchanged in zip(lines[::2], lines[1::2], strict=True):
+        assert shared["case"] == exchanged["case"]
         (index, p), (other, q) = shared["most_probable"], exchanged["most_probable"]
         assert index == other and abs(p - q) <= 1e-12 and 0 < p <= 1
 

@@ -342,6 +342,14 @@ def test_cli_bad_input_is_one_line():
     )
 
 
+def test_edges_no_graph_of_at_most_40_nodes_holds_are_fixed_by_fewer_edges_alone():
+    with pytest.raises(WorkloadInputError) as refused:
+        qaoa.Config(nodes=40, edges=10**18).validate()
+    assert str(refused.value) == (
+        "edges=1000000000000000000 does not fit a simple graph on 40 nodes (at most 780). Fix: pass --edges 780 or fewer."
+    )
+
+
 def test_resume_under_auto_continues_on_the_checkpoints_device(tmp_path):
     first = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.kokkos", checkpoint_dir=tmp_path)
     resumed = qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=4), "auto", checkpoint_dir=tmp_path, resume=True)
@@ -431,7 +439,10 @@ def test_a_results_folder_that_cannot_be_written_is_a_typed_error(tmp_path):
             ["--seed", "-1"],
             "seed=-1 is out of range: it must be from 0 to 4294967295. Fix: pass --seed a whole number from 0 to 4294967295.",
         ),
-        (["--stepsize", "inf"], "stepsize=inf is not a finite number of at least 0. Fix: pass --stepsize e.g. 0.1."),
+        (
+            ["--stepsize", "inf"],
+            "stepsize=inf is not a finite number of at least 0. Fix: pass --stepsize a number of at least 0, e.g. 0.1.",
+        ),
         (
             ["--diff-method", "bogus"],
             "diff_method 'bogus' is unknown; choices: best, device, backprop, adjoint, parameter-shift, hadamard, "

@@ -355,7 +355,7 @@ def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
     assert two.returncode == 0, two.stderr[-2000:]
     advice = [line for line in two.stderr.splitlines() if "local workers will not train faster" in line]
     assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1 here" in advice[0]
-    assert workers_advice("batched.qubit", 4, 1) is None  # one worker (a CLI run of one: the one-class test)
+    assert workers_advice("qbackends.batched.qubit", 4, 1) is None  # one worker (a CLI run of one: the one-class test)
     assert workers_advice("lightning.qubit", 4, 2) is None  # a per-sample backend: more workers may pay
 
 
@@ -484,6 +484,10 @@ def _job(tmp_path, hyperparameters):
             {"lr": "inf"},
             "lr=inf must be a number in (0, 1] (Adam moves each weight by about lr per step). "
             "Fix: set lr to 0.03 in the hyperparameters.",
+        ),
+        (  # refused by the training itself, once the data is read
+            {"ndata": "500"},
+            "ndata=500 exceeds the 208 rows of sonar.all-data (UCI, CC BY 4.0). Fix: set ndata to 208 or fewer in the hyperparameters.",
         ),
     ],
 )

@@ -56,10 +56,13 @@ class Config:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise WorkloadInputError(
-                    f"{name}={value!r} is not a finite number of at least 0.", spell(name, f"e.g. {example}") + "."
+                    f"{name}={value!r} is not a finite number of at least 0.",
+                    spell(name, f"a number of at least 0, e.g. {example}") + ".",
                 )
         if not self.stepsize > 0:
-            raise WorkloadInputError(f"stepsize={self.stepsize} must be positive.", spell("stepsize", "e.g. 0.1") + ".")
+            raise WorkloadInputError(
+                f"stepsize={self.stepsize} must be positive.", spell("stepsize", "a positive number, e.g. 0.1") + "."
+            )
         if self.optimizer not in OPTIMIZERS:
             raise WorkloadInputError(
                 f"optimizer {self.optimizer!r} is unknown; choices: {', '.join(OPTIMIZERS)}.",
@@ -82,8 +85,9 @@ class Config:
             )
         if self.graph_file is None and self.edges > self.nodes * (self.nodes - 1) // 2:
             most = self.nodes * (self.nodes - 1) // 2
-            enough = next(n for n in range(self.nodes, self.edges + 2) if n * (n - 1) // 2 >= self.edges)
+            enough = next((n for n in range(self.nodes + 1, MAX_GRAPH_NODES + 1) if n * (n - 1) // 2 >= self.edges), None)
+            more_nodes = f", or {spell('nodes', f'{enough} or more')}" if enough is not None else ""
             raise WorkloadInputError(
                 f"edges={self.edges} does not fit a simple graph on {self.nodes} nodes (at most {most}).",
-                f"{spell('edges', f'{most} or fewer')}, or {spell('nodes', f'{enough} or more')}.",
+                f"{spell('edges', f'{most} or fewer')}{more_nodes}.",
             )

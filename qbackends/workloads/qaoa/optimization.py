@@ -99,7 +99,9 @@ def run(
     if not (np.isfinite(final_energy) and np.isfinite(progress.costs).all() and np.isfinite(params).all()):
         raise WorkloadInputError(
             f"The optimisation diverged: energy {final_energy}, parameters {np.asarray(params).tolist()}.",
-            f"{spell('stepsize', 'a smaller value')}, or {spell('optimizer', 'adam')}.",
+            spell("stepsize", "a smaller value")
+            + (f", or {spell('optimizer', 'adam')}" if config.optimizer != "adam" else "")
+            + ".",
         )
     if shared is not None:  # the final energy's state, read where it lies (all probabilities would not fit one rank)
         best = shared.most_probable(TIES)

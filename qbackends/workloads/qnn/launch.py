@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 
 
 def worker(
-    config_json: dict[str, Any], device: str | None, results_dir: str, checkpoint_dir: str | None, resume: bool, quiet: bool
+    config_json: dict[str, Any],
+    device: str | None,
+    results_dir: str,
+    checkpoint_dir: str | None,
+    resume: bool,
+    quiet: bool,
+    spell: Spell = option,
 ) -> dict[str, Any]:
     """What each process runs (under torchrun or ``elastic_launch``); rank 0 writes the results."""
     from .training import init_distributed, train
@@ -36,7 +42,14 @@ def worker(
     bars = _Progress(config, quiet or not ctx.main)
     try:
         result = train(
-            config, device, checkpoint_dir=checkpoint_dir, resume=resume, context=ctx, on_batch=bars.batch, on_epoch=bars.epoch
+            config,
+            device,
+            checkpoint_dir=checkpoint_dir,
+            resume=resume,
+            context=ctx,
+            on_batch=bars.batch,
+            on_epoch=bars.epoch,
+            spell=spell,
         )
     finally:
         bars.close()
@@ -110,15 +123,17 @@ def launch(
     resume: bool,
     quiet: bool = False,
     monitor_interval: float = 0.5,
+    spell: Spell = option,
 ) -> dict[str, Any]:
-    """Train on ``workers`` local processes through torch's elastic launcher (what torchrun runs).
+    """Train on ``workers`` local processes through torch's elastic launcher (what torchrun runs); ``spell`` words
+    the fix for a setting (``option``: the CLI's; ``hyperparameter``: a hybrid job's).
 
     Raises:
         KeyboardInterrupt: on SIGINT or SIGTERM, once the workers are stopped.
         QBackendsError: a worker's typed error, or a worker that died, in one line.
     """
-    config.validate()
-    args = (asdict(config), device, results_dir, checkpoint_dir, resume, quiet)
+    config.validate(spell)
+    args = (asdict(config), device, results_dir, checkpoint_dir, resume, quiet, spell)
     if workers == 1:
         with _peers_lost():
             return worker(*args)
@@ -283,7 +298,16 @@ def main() -> int:
     config.validate(hyperparameter)
     results_dir = str(env.results_dir or Path("results/qnn"))
     checkpoint_dir = str(env.checkpoint_dir) if env.checkpoint_dir else None
-    result = launch(config, env.device, workers, results_dir, checkpoint_dir, resume=checkpoint_dir is not None, quiet=True)
+    result = launch(
+        config,
+        env.device,
+        workers,
+        results_dir,
+        checkpoint_dir,
+        resume=checkpoint_dir is not None,
+        quiet=True,
+        spell=hyperparameter,
+    )
     save_job_result(result, env)
     print(
         f"qnn: held-out accuracy {result['test_accuracy']:.3f} (majority class {result['majority_class_rate']:.3f}) on {result['device']}"

@@ -24,7 +24,7 @@ from ...checkpoint import corrupt, recorded_device
 from ...errors import WorkloadInputError
 from ...gradients import check as check_gradient
 from .. import sonar
-from ..fixes import option
+from ..fixes import Spell, option
 from . import checkpoint as checkpoints
 from .config import Config
 from .model import build_model, layer_tape
@@ -94,6 +94,7 @@ def train(
     context: Context | None = None,
     on_batch: Callable[[int, int, float], None] | None = None,
     on_epoch: Callable[[int, dict[str, Any]], None] | None = None,
+    spell: Spell = option,
 ) -> dict[str, Any]:
     """Train the dressed QNN; every rank returns the same results record (rank 0 also writes files).
 
@@ -104,6 +105,7 @@ def train(
         resume: continue from the checkpoint there.
         context: the distributed context (default: from the environment torchrun sets).
         on_batch, on_epoch: progress callbacks, called on rank 0 only.
+        spell: words the fix for a setting (``option``: the CLI's; ``hyperparameter``: a hybrid job's).
     """
     import torch
     import torch.distributed as dist
@@ -111,12 +113,12 @@ def train(
 
     from ...workloaddevices import qnn_device
 
-    config.validate()
+    config.validate(spell)
     ctx = context or init_distributed()
     data = sonar.load(config.data)
     if config.ndata > len(data):
         raise WorkloadInputError(
-            f"ndata={config.ndata} exceeds the {len(data)} rows of {data.source}.", f"pass --ndata {len(data)} or fewer."
+            f"ndata={config.ndata} exceeds the {len(data)} rows of {data.source}.", spell("ndata", f"{len(data)} or fewer") + "."
         )
     rows = np.sort(np.random.default_rng(config.seed).permutation(len(data))[: config.ndata])
     features, labels = data.features[rows], data.labels[rows]
@@ -125,7 +127,7 @@ def train(
         raise WorkloadInputError(
             f"test_fraction={config.test_fraction} of {config.ndata} rows leaves "
             f"{len(train_idx)} to train on and {len(test_idx)} held out.",
-            "use more rows (--ndata) or a test fraction that leaves rows on both sides.",
+            f"{spell('ndata', 'more rows')}, or {spell('test_fraction', 'one that leaves rows on both sides')}.",
         )
     x_train, y_train = torch.tensor(features[train_idx]), torch.tensor(labels[train_idx])
     x_test, y_test = torch.tensor(features[test_idx]), torch.tensor(labels[test_idx])
@@ -133,7 +135,7 @@ def train(
     if config.batch_size % ctx.world and not config.scale_lr:
         raise WorkloadInputError(
             f"batch_size={config.batch_size} does not split evenly over {ctx.world} workers.",
-            f"pass a batch size divisible by {ctx.world}, or --scale-lr to keep the per-worker batch.",
+            f"{spell('batch_size', f'a multiple of {ctx.world}')}, or {spell('scale_lr', 'true')} to keep the per-worker batch.",
         )
     local_batch = config.batch_size if config.scale_lr else config.batch_size // ctx.world
     lr = config.lr * ctx.world if config.scale_lr else config.lr
@@ -143,7 +145,7 @@ def train(
     _seed_everything(config.seed)
     steps = config.epochs * math.ceil(len(train_idx) / ctx.world / local_batch)  # minibatches, for auto
     qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state), steps=steps)
-    check_gradient(qdev, layer_tape(config.nwires, diff_method), diff_method, "torch", option)
+    check_gradient(qdev, layer_tape(config.nwires, diff_method), diff_method, "torch", spell)
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     device_name = _settled(qdev, model, config.nwires, local_batch)
     advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
