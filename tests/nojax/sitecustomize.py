@@ -13,8 +13,8 @@ import sys
 
 sys.modules.setdefault("jax", None)  # PennyLane's find_spec("jax") then finds none
 
-_here = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+_here = os.path.normpath(os.path.dirname(__file__))  # as PYTHONPATH gives it: no call on the current folder, which may be gone
+sys.path[:] = [p for p in sys.path if os.path.normpath(p) != _here]
 _next = importlib.machinery.PathFinder.find_spec(__name__, sys.path)
 if _next is not None and _next.loader is not None:  # it takes this module's place, as importing it would have
     _module = importlib.util.module_from_spec(_next)
