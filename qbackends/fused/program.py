@@ -77,6 +77,15 @@ def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:
     return terms
 
 
+def _real(coefficient: Any) -> Any:
+    """A coefficient's real part in its own interface (a trainable one stays trainable); a plain number as it is."""
+    if isinstance(coefficient, NUMBERS):
+        return coefficient.real
+    import pennylane as qml
+
+    return qml.math.real(coefficient)
+
+
 def evolution_terms(op: Any) -> list[tuple[str, list[Any], Any]] | None:
     """An ``ApproxTimeEvolution`` (``qml.qaoa.cost_layer``/``mixer_layer``) whose terms commute, as
     (gate, wires, h): exactly Π gate(2 h t), one round whatever its Trotter number. The terms commute
@@ -85,11 +94,9 @@ def evolution_terms(op: Any) -> list[tuple[str, list[Any], Any]] | None:
     terms do not commute."""
     if op.name != "ApproxTimeEvolution":
         return None
-    import pennylane as qml
 
     rep = op.hyperparameters["hamiltonian"].pauli_rep
-    real = [(w, c.real if isinstance(c, NUMBERS) else qml.math.real(c)) for w, c in rep.items()] if rep is not None else []
-    words = [(w, h) for w, h in real if len(w)]
+    words = [(w, _real(c)) for w, c in rep.items() if len(w)] if rep is not None else []
     if not words:  # not a sum of Pauli words, or only an identity: left to PennyLane
         return None
     if all(set(word.values()) == {"Z"} for word, _ in words):
