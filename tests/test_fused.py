@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tracemalloc
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -228,6 +229,33 @@ def test_wires_taken_from_the_circuit_and_tracked():
     with qml.Tracker(dev) as tracker:
         assert abs(circuit() - 1.0) < 1e-12
     assert tracker.totals["executions"] == 1 and tracker.totals["batches"] == 1
+
+
+@pytest.mark.parametrize("angle", [np.inf, -np.inf, np.nan])
+def test_an_angle_that_is_not_finite_gives_nans_as_lightning_does(angle):
+    """A diverged optimisation's angle: NaN value and gradient on every device, not an error (fused.qubit's rotation
+    raised "math domain error", an internal error under the CLI)."""
+
+    def run(name):
+        @qml.qnode(get_device(name, wires=2), diff_method="adjoint")
+        def circuit(x):
+            qml.Hadamard(0)
+            qml.Hadamard(1)
+            qml.RX(x, 0)
+            qml.IsingZZ(x, [0, 1])
+            qml.RY(x, 1)
+            return qml.expval(qml.Z(0) @ qml.Z(1))
+
+        x = qml.numpy.array(angle, requires_grad=True)
+        return circuit(x), qml.grad(circuit)(x)
+
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reference = run("local:pennylane/lightning.qubit")
+        results = [run(name) for name in (FUSED, "local:qbackends/batched.qubit", "auto")]
+    assert np.isnan(reference).all()
+    for value, grad in results:
+        assert np.isnan(value) and np.isnan(grad)
 
 
 @pytest.mark.jax_in_children  # PennyLane's suite tests the jax interface where jax is installed

@@ -495,10 +495,11 @@ def test_a_job_validates_its_hyperparameters_and_words_the_fix_for_them(tmp_path
         ),
     ],
 )
-def test_a_diverged_run_is_refused_with_the_fix_worded_for_its_caller(spell, fix):
+@pytest.mark.parametrize("device", ["local:pennylane/lightning.qubit", "local:qbackends/fused.qubit"])
+def test_a_diverged_run_is_refused_with_the_fix_worded_for_its_caller(spell, fix, device):
     config = qaoa.Config(nodes=4, edges=3, iterations=2, stepsize=1e308, optimizer="gd")
     with pytest.warns(RuntimeWarning, match="overflow"), pytest.raises(WorkloadInputError) as diverged:
-        qaoa.run(config, "local:pennylane/lightning.qubit", spell=spell)
+        qaoa.run(config, device, spell=spell)
     assert str(diverged.value).startswith("The optimisation diverged: energy nan, parameters [[")
     assert str(diverged.value).endswith(f"]]. {fix}")
 

@@ -107,7 +107,8 @@ def evolution_terms(op: Any) -> list[tuple[str, list[Any], Any]] | None:
 
 
 def rotation_matrix(name: str, theta: float) -> np.ndarray:
-    c, s = math.cos(theta / 2), math.sin(theta / 2)
+    """RX or RY(θ); a θ that is not finite (a diverged optimisation's) gives NaNs, as lightning's gates do."""
+    c, s = (math.cos(theta / 2), math.sin(theta / 2)) if math.isfinite(theta) else (math.nan, math.nan)
     if name == "RX":
         return np.array([[c, -1j * s], [-1j * s, c]])
     return np.array([[c, -s], [s, c]], dtype=complex)
