@@ -108,7 +108,8 @@ def commuting_evolutions(tape: Any) -> tuple[Any, Any]:
             else:
                 rotations = [CommutingRotations(data[-1], terms)]
         ops.extend([op] if rotations is None else rotations)
-    return (tape.copy(operations=ops),), lambda results: results[0]
+    # the same measurements: copying them would copy each observable's terms
+    return (tape.copy(operations=ops, measurements=tape.measurements),), lambda results: results[0]
 
 
 def _z_rotations(op: Any) -> list[Any] | None:

@@ -340,7 +340,17 @@ def sweep_block(
     block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float, by_angle: bool = True
 ) -> SweepBlock | None:
     """How a sweep applies the block (see SweepBlock), when a cache keeps its values; None without one
-    (the table kernels apply it, in a pass of its own), or when it takes angles and ``by_angle`` is False."""
+    (the table kernels apply it, in a pass of its own), or when it takes angles and ``by_angle`` is False.
+    Made once per block and cache (a step asks several times); None is not kept: the cache may keep a diagonal later."""
+    key = (nwires, id(cache), sign, by_angle)
+    if (found := block.plans.get(key)) is None and (found := _sweep_block(block, nwires, cache, sign, by_angle)) is not None:
+        block.plans[key] = found
+    return found
+
+
+def _sweep_block(
+    block: DiagonalBlock, nwires: int, cache: DiagonalCache | None, sign: float, by_angle: bool
+) -> SweepBlock | None:
     masks, coefs = np.array(block.masks, dtype=np.int64), np.array(block.coefs)
     varying = masks != 0
     if cache is None or not varying.any():
@@ -420,8 +430,14 @@ def _layer_passes(layer: ProductLayer, nwires: int, tiling: Tiling) -> list[Pass
     which it puts at the bottom of its tiles ("transposed"): no gate pairs amplitudes closer than
     2^SPECTATORS apart. The later pass with the longest runs takes the spectators' gates, inside
     its runs (runs of 2^4 pair amplitudes 2 and 4 apart there: the kernels' scalar loop). 22 wires take
-    two passes, with runs of 2^8; 30 wires two, in tiles of 2^18.
+    two passes, with runs of 2^8; 30 wires two, in tiles of 2^18. Made once per layer and tiling.
     """
+    if (found := layer.plans.get((nwires, tiling))) is None:
+        found = layer.plans[nwires, tiling] = _plan_passes(layer, nwires, tiling)
+    return found
+
+
+def _plan_passes(layer: ProductLayer, nwires: int, tiling: Tiling) -> list[Pass]:
     items = sorted(((nwires - 1 - w, g) for w, g in layer.gates.items()), key=lambda kv: kv[0])
     tile = tiling.bits
     if nwires <= tile:  # one tile holds the state

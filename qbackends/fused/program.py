@@ -123,6 +123,7 @@ class DiagonalBlock:
     params: list[int] = field(default_factory=list)  # -1: no parameter
     alphas: list[float] = field(default_factory=list)
     wires: set[int] = field(default_factory=set)
+    plans: dict = field(default_factory=dict, repr=False, compare=False)  # engine.sweep_block's, made once per block
 
 
 @dataclass
@@ -131,6 +132,7 @@ class ProductLayer:
     d angle / d parameter)."""
 
     gates: dict[int, tuple[np.ndarray, int, int, float]] = field(default_factory=dict)
+    plans: dict = field(default_factory=dict, repr=False, compare=False)  # engine._layer_passes', made once per layer
 
     @property
     def wires(self) -> set[int]:
