@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedCircuitError
+from ..simbase.gradients import NUMBERS
 
 HALF = 0.5
 QUARTER = 0.25
@@ -55,7 +56,6 @@ FIXED_SINGLE = {
 ROTATIONS = {"RX": 1, "RY": 2}  # generator: 1 = X, 2 = Y
 OTHER = {"CNOT"}
 SUPPORTED = frozenset(DIAGONAL_TERMS) | frozenset(FIXED_SINGLE) | frozenset(ROTATIONS) | OTHER
-NUMBERS = (int, float, complex, np.number)  # a coefficient that is a plain number: read without dispatching on it
 
 
 def z_terms(observable: Any) -> list[tuple[list[Any], float]] | None:

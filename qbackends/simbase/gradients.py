@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pennylane as qml
 
 from ..errors import UnsupportedCircuitError
 
+NUMBERS = (int, float, complex, np.number)  # a value that is a plain number: never trainable, read without dispatching on it
+
 
 def trainable_observables(tape: Any) -> bool:
     """Whether an observable of ``tape`` has trainable data (a coefficient the gradient would reach)."""
-    return any(m.obs is not None and any(qml.math.requires_grad(d) for d in m.obs.data) for m in tape.measurements)
+    return any(
+        m.obs is not None and any(not isinstance(d, NUMBERS) and qml.math.requires_grad(d) for d in m.obs.data)
+        for m in tape.measurements
+    )
 
 
 def refuse_trainable_coefficients(tape: Any, device: str, gate_parameters: int) -> None:
