@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CheckpointError
+from .fixes import Spell
 
 # The "run" record's layout; a record without one is of the layout before it (still read). 2: the checkpoint holds
 # a seal of its progress (``seal``), so that a resumed run continues what was saved, or is refused; 1 had none.
 SCHEMA = 2
 SEALED = 2
-NEW_RUN = "another --results-dir (or --checkpoint-dir) to start a new run beside it"
 
 
 def digest(*parts: bytes) -> str:
@@ -79,23 +79,26 @@ class RunIdentity:
             record["ranks"] = self.ranks
         return record
 
-    def fix(self) -> str:
-        """What to resume with, or what to do instead."""
-        names = ["the settings", self.words.noun, "--device"] + (["--workers"] if self.workers is not None else [])
+    def fix(self, spell: Spell) -> str:
+        """What to resume with, or what to do instead, as ``spell``'s user gives settings."""
+        names = [spell.settings, self.words.noun, spell.device]
+        if self.workers is not None and (workers := spell.named("workers")):
+            names.append(workers)
         if self.ranks is not None:
             names.append("the number of MPI ranks (mpiexec -n R)")
-        return f"resume with {', '.join(names[:-1])} and {names[-1]} it was made with, or pass {NEW_RUN}."
+        return f"resume with {', '.join(names[:-1])} and {names[-1]} it was made with, or {spell.new_run}."
 
 
-def saved_run(path: Path, state: Any) -> dict[str, Any]:
-    """``state``'s checks as a checkpoint: its settings and run record are there, of a schema this reads."""
+def saved_run(path: Path, state: Any, spell: Spell) -> dict[str, Any]:
+    """``state``'s checks as a checkpoint: its settings and run record are there, of a schema this reads
+    (``spell`` words the fix)."""
     if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or not isinstance(state.get("run"), dict):
         raise unreadable(path, "no configuration or run record")
     schema = state["run"].get("schema", 0)
     if not isinstance(schema, int) or isinstance(schema, bool) or not 0 <= schema <= SCHEMA:
         raise CheckpointError(
             f"Checkpoint {str(path)!r} is of schema {schema!r}; this qbackends reads schemas up to {SCHEMA}.",
-            f"resume it with the qbackends that wrote it, or pass {NEW_RUN}.",
+            f"resume it with the qbackends that wrote it, or {spell.new_run}.",
         )
     return state
 
@@ -120,8 +123,9 @@ def _upgraded(run: Mapping[str, Any], saved: Mapping[str, Any], identity: RunIde
     return upgraded
 
 
-def check(path: Path, state: Mapping[str, Any], identity: RunIdentity) -> None:
-    """Refuse a checkpoint (read by ``saved_run``) of another run than ``identity``'s, naming every difference."""
+def check(path: Path, state: Mapping[str, Any], identity: RunIdentity, spell: Spell) -> None:
+    """Refuse a checkpoint (read by ``saved_run``) of another run than ``identity``'s, naming every difference
+    (``spell`` words the fix)."""
     saved = state["config"]
     recorded, expected = _upgraded(state["run"], saved, identity), identity.record()
     differences = []
@@ -139,7 +143,7 @@ def check(path: Path, state: Mapping[str, Any], identity: RunIdentity) -> None:
         then, now = (_ranks_words(r) for r in (recorded.get("ranks"), identity.ranks))
         differences.append(f"it ran on another number of MPI ranks ({then} then, {now} now)")
     if differences:
-        raise CheckpointError(f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.", identity.fix())
+        raise CheckpointError(f"Checkpoint {str(path)!r} is of another run: {'; '.join(differences)}.", identity.fix(spell))
 
 
 def _ranks_words(ranks: Any) -> str:
@@ -185,9 +189,10 @@ def corrupt(path: Path, what: str) -> CheckpointError:
     return CheckpointError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
 
 
-def further_along(path: Path, done: int, asked: int, unit: str, option: str) -> CheckpointError:
-    """A sound checkpoint of this run that holds more finished steps than the run asks for (nothing is wrong with it)."""
+def further_along(path: Path, done: int, asked: int, setting: str, spell: Spell) -> CheckpointError:
+    """A sound checkpoint of this run that holds more finished steps (``setting``: iterations, epochs) than the run
+    asks for (nothing is wrong with it)."""
     return CheckpointError(
-        f"Checkpoint {str(path)!r} holds {done} finished {unit}, more than {option} {asked} asks for.",
-        f"pass {option} {done} or more to continue it, or {NEW_RUN}.",
+        f"Checkpoint {str(path)!r} holds {done} finished {setting}, more than the {asked} asked for.",
+        f"{spell(setting, f'{done} or more')} to continue it, or {spell.new_run}.",
     )

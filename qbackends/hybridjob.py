@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobFailedError, QBackendsError, StorageError, WorkloadInputError, report
+from .fixes import hyperparameter
 from .jobentry import module_spec, unrunnable
 from .storage import atomic_write_json, storage_error
 
@@ -107,7 +108,7 @@ def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str,
             values[key] = _convert(kind, text)
         except ValueError:
             raise WorkloadInputError(
-                f"Hyperparameter {key}={text!r} is not {_KIND_WORDS[kind]}.", f"give {key} {_KIND_WORDS[kind]}."
+                f"Hyperparameter {key}={text!r} is not {_KIND_WORDS[kind]}.", hyperparameter(key, _KIND_WORDS[kind]) + "."
             ) from None
     return config_class(**{**values, **overrides})
 

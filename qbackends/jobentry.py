@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import QBackendsError, WorkloadInputError, report
+from .fixes import hyperparameter
 
 FAILURE_FILE = "QBACKENDS_FAILURE_FILE"
 
@@ -100,7 +101,7 @@ def bind_hyperparameters(function: Callable[..., Any], hyperparameters: Mapping[
             except ValueError:
                 raise WorkloadInputError(
                     f"Hyperparameter {name}={text!r} is not {_KIND_WORDS[kind]}, as {function.__qualname__}() declares it ({kind}).",
-                    f"give {name} {_KIND_WORDS[kind]} in the job's hyperparameters.",
+                    hyperparameter(name, _KIND_WORDS[kind]) + ".",
                 ) from None
         else:
             arguments[name] = annotation(text)

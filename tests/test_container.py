@@ -257,7 +257,7 @@ def test_hyperparameters_bind_to_the_signature_by_braket_rule():
     assert caught.value.one_line() == (
         "Hyperparameter steps='three' is not a whole number, as "
         "test_hyperparameters_bind_to_the_signature_by_braket_rule.<locals>.train() declares it (int). "
-        "Fix: give steps a whole number in the job's hyperparameters."
+        "Fix: set steps to a whole number in the hyperparameters."
     )
 
 

@@ -20,6 +20,7 @@ from rankprocesses import kill_a_rank
 
 from qbackends import checkpoint
 from qbackends.errors import CheckpointError, RankCountError
+from qbackends.fixes import option
 from qbackends.fused.distributed import Layout, local_bits, plan
 from qbackends.fused.program import DiagonalBlock, ProductLayer
 
@@ -85,11 +86,11 @@ def test_a_checkpoint_resumes_only_on_as_many_ranks(tmp_path):
     words = checkpoint.Inputs("graph", "the graph differs")
     made = checkpoint.RunIdentity({"layers": 2}, "g", "qbackends.fused.qubit", words, ranks=4)
     state = {"config": {"layers": 2}, "run": made.record()}
-    checkpoint.check(tmp_path, state, made)
+    checkpoint.check(tmp_path, state, made, option)
     for now, then_now in ((2, "4 ranks then, 2 ranks now"), (None, "4 ranks then, one process now")):
         with pytest.raises(CheckpointError, match=f"another number of MPI ranks \\({then_now}\\)"):
             checkpoint.check(
-                tmp_path, state, checkpoint.RunIdentity({"layers": 2}, "g", "qbackends.fused.qubit", words, ranks=now)
+                tmp_path, state, checkpoint.RunIdentity({"layers": 2}, "g", "qbackends.fused.qubit", words, ranks=now), option
             )
 
 

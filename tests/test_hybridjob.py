@@ -65,34 +65,44 @@ def test_braket_style_script_runs_and_results_are_found(tmp_path):
     assert (tmp_path / "jobs/sum-job/checkpoints/ckpt.json").exists()
 
 
-def test_qaoa_module_runs_as_a_job(tmp_path):
-    (tmp_path / "hp.json").write_text(json.dumps({"nodes": 6, "edges": 8, "iterations": 3}))
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "qbackends.cli",
-            "job",
-            "run",
-            "qbackends.workloads.qaoa",
-            "--device",
-            "local:pennylane/lightning.qubit",
-            "--hyperparameters",
-            str(tmp_path / "hp.json"),
-            "--job-name",
-            "qaoa",
-            "--jobs-dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+def test_qaoa_module_runs_as_a_job_and_a_resumed_job_is_told_its_fix_in_hyperparameters(tmp_path):
+    def job(**hyperparameters: int) -> subprocess.CompletedProcess:
+        (tmp_path / "hp.json").write_text(json.dumps({"nodes": 6, "edges": 8, **hyperparameters}))
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "qbackends.cli",
+                "job",
+                "run",
+                "qbackends.workloads.qaoa",
+                "--device",
+                "local:pennylane/lightning.qubit",
+                "--hyperparameters",
+                str(tmp_path / "hp.json"),
+                "--job-name",
+                "qaoa",
+                "--jobs-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+        )
+
+    assert job(iterations=3).returncode == 0
     result = json.loads((tmp_path / "qaoa/results/results.json").read_text())["dataDictionary"]
     assert (
         result["device"] == "lightning.qubit" and len(result["costs"]) == 3 and result["max_cut"] == 6.0
     )  # brute force: tests/test_qaoa.py
-    assert (tmp_path / "qaoa/checkpoints/qaoa-checkpoint.json").exists()
+    checkpoint = tmp_path / "qaoa/checkpoints/qaoa-checkpoint.json"
+    assert checkpoint.exists()
+    out = job(iterations=2)  # the same job again, asking for less than its checkpoint holds
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines()[0] == (
+        f"qbackends: error: Checkpoint {str(checkpoint.resolve())!r} holds 3 finished iterations, more than the 2 asked "
+        "for. Fix: set iterations to 3 or more in the hyperparameters to continue it, or start a new job that does not "
+        "take this checkpoint (another job name; no copy_checkpoints_from_job)."
+    )
 
 
 def test_failing_script_exit_code_is_returned(tmp_path):

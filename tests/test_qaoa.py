@@ -18,8 +18,8 @@ import pennylane as qml
 import pytest
 
 from qbackends.errors import CheckpointError, WorkloadInputError
+from qbackends.fixes import hyperparameter, option
 from qbackends.workloads import qaoa
-from qbackends.workloads.fixes import hyperparameter, option
 
 
 def brute_force_max_cut(graph: qaoa.Graph) -> float:
@@ -140,7 +140,7 @@ def test_hyperparameters_are_braket_strings():
     assert (config.nodes, config.stepsize, config.optimizer, config.graph_file) == (10, 0.05, "gd", "g.txt")
     with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
         config_from_hyperparameters(qaoa.Config, {"p": "2"})
-    with pytest.raises(WorkloadInputError, match="layers='two' is not a whole number. Fix: give layers a whole number."):
+    with pytest.raises(WorkloadInputError, match="layers='two' is not a whole number. Fix: set layers to a whole number in the hyperparameters."):
         config_from_hyperparameters(qaoa.Config, {"layers": "two"})
 
 
@@ -295,9 +295,9 @@ def test_resume_with_fewer_iterations_says_the_checkpoint_is_further_along(tmp_p
     with pytest.raises(WorkloadInputError) as refused:
         qaoa.run(qaoa.Config(nodes=5, edges=6, iterations=2), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
     assert str(refused.value) == (
-        f"Checkpoint {str(tmp_path / qaoa.CHECKPOINT_FILE)!r} holds 3 finished iterations, more than --iterations 2 asks "
-        "for. Fix: pass --iterations 3 or more to continue it, or another --results-dir (or --checkpoint-dir) to start a "
-        "new run beside it."
+        f"Checkpoint {str(tmp_path / qaoa.CHECKPOINT_FILE)!r} holds 3 finished iterations, more than the 2 asked for. "
+        "Fix: pass --iterations 3 or more to continue it, or pass another --results-dir (or --checkpoint-dir) to start "
+        "a new run beside it."
     )
 
 
@@ -460,7 +460,7 @@ def test_cli_numbers_and_choices_are_checked_before_anything_runs(tmp_path, args
 @pytest.mark.parametrize(
     ("hyperparameters", "message"),
     [
-        ({"nodes": 1e300}, "Hyperparameter nodes='1e+300' is not a whole number. Fix: give nodes a whole number."),
+        ({"nodes": 1e300}, "Hyperparameter nodes='1e+300' is not a whole number. Fix: set nodes to a whole number in the hyperparameters."),
         ({"nodes": None}, "nodes=None is not a whole number. Fix: set nodes to a whole number in the hyperparameters."),
         (
             {"nodes": "50"},

@@ -369,7 +369,7 @@ def test_parameter_shift_trains_the_same_run_a_sample_at_a_time():
         np.testing.assert_allclose(shifted["parameters"][name], values, atol=1e-8, rtol=0)
 
 
-CHECKPOINT_FIX = "or another --results-dir (or --checkpoint-dir) to start a new run beside it."
+CHECKPOINT_FIX = "or pass another --results-dir (or --checkpoint-dir) to start a new run beside it."
 
 
 @pytest.mark.parametrize(
@@ -502,7 +502,7 @@ def test_resume_with_fewer_epochs_says_the_checkpoint_is_further_along(tmp_path)
     with pytest.raises(WorkloadInputError) as refused:
         qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
     assert str(refused.value) == (
-        f"Checkpoint {str(tmp_path / qnn.CHECKPOINT_FILE)!r} holds 3 finished epochs, more than --epochs 2 asks for. "
+        f"Checkpoint {str(tmp_path / qnn.CHECKPOINT_FILE)!r} holds 3 finished epochs, more than the 2 asked for. "
         f"Fix: pass --epochs 3 or more to continue it, {CHECKPOINT_FIX}"
     )
     finished = qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import checkpoint as run_checkpoint
 from ...checkpoint import Inputs, RunIdentity, check_seal, corrupt, further_along, seal, unreadable
+from ...fixes import Spell
 from ...storage import atomic_write_json
 from .config import Config
 from .graph import Graph
@@ -47,18 +48,19 @@ def save(path: Path, config: Config, run: RunIdentity, progress: Progress) -> No
     atomic_write_json(path, {"config": asdict(config), "run": run.record(), "progress": done, "seal": seal(done)})
 
 
-def read(path: Path) -> dict[str, Any]:
-    """A checkpoint's contents, or a typed error when it is not one."""
+def read(path: Path, spell: Spell) -> dict[str, Any]:
+    """A checkpoint's contents, or a typed error when it is not one (``spell`` words the fix)."""
     try:
         state = json.loads(path.read_text())
     except (ValueError, OSError) as exc:
         raise unreadable(path, exc) from exc
-    return run_checkpoint.saved_run(path, state)
+    return run_checkpoint.saved_run(path, state, spell)
 
 
-def progress(path: Path, state: dict[str, Any], config: Config, run: RunIdentity) -> Progress:
-    """The progress of a checkpoint of exactly this run, checked field by field; anything else is refused by name."""
-    run_checkpoint.check(path, state, run)
+def progress(path: Path, state: dict[str, Any], config: Config, run: RunIdentity, spell: Spell) -> Progress:
+    """The progress of a checkpoint of exactly this run, checked field by field; anything else is refused by name
+    (``spell`` words the fix)."""
+    run_checkpoint.check(path, state, run, spell)
     p = state.get("progress")
     entries = ("iteration", "params", "costs", "seconds", "optimizer")
     if not isinstance(p, dict) or any(k not in p for k in entries):
@@ -69,7 +71,7 @@ def progress(path: Path, state: dict[str, Any], config: Config, run: RunIdentity
     _check(path, done, config)
     check_seal(path, state, p)
     if done.iteration > config.iterations:  # a sound checkpoint, further along than asked
-        raise further_along(path, done.iteration, config.iterations, "iterations", "--iterations")
+        raise further_along(path, done.iteration, config.iterations, "iterations", spell)
     return Progress(  # JSON's integers as the floats they stand for
         done.iteration,
         [_floats(row) for row in done.params],

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from ...errors import WorkloadInputError
-from ..fixes import Spell, option
+from ...fixes import Spell, option
 from .graph import MAX_GRAPH_NODES
 
 OPTIMIZERS = ("adam", "gd")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...fixes import hyperparameter
 from ...hybridjob import JobEnvironment, config_from_hyperparameters, save_job_result
-from ..fixes import hyperparameter
 from .config import Config
 
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from ...checkpoint import recorded_device
 from ...errors import WorkloadInputError
+from ...fixes import Spell, option
 from ...gradients import check as check_gradient
 from ...workloaddevices import qaoa_device as workload_device  # the device this QAOA run uses
-from ..fixes import Spell, option
 from . import checkpoint as checkpoints
 from .ansatz import energy_function, energy_tape, runs_layers
 from .checkpoint import Progress
@@ -59,7 +59,7 @@ def run(
     config.validate(spell)
     graph = load_graph(config)
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
-    state = _saved_state(checkpoint, resume, mpi)
+    state = _saved_state(checkpoint, resume, mpi, spell)
     dev = workload_device(
         device, graph.nodes, config.diff_method, config.layers, config.iterations, recorded_device(state), config.precision, mpi
     )
@@ -74,7 +74,7 @@ def run(
     device_name = backend_name(dev, energy.qnode, start_params, config.diff_method)
     identity = checkpoints.identity(config, graph, device_name, ranks)
     if state is not None and checkpoint is not None:
-        progress = checkpoints.progress(checkpoint, state, config, identity)
+        progress = checkpoints.progress(checkpoint, state, config, identity, spell)
     else:
         progress = Progress(0, initial_params(config).tolist(), [], [], OptimizerState())
     params = np.array(progress.params)
@@ -110,16 +110,16 @@ def run(
     return results(config, graph, device_name, progress, final_energy=final_energy, most_probable=best)
 
 
-def _saved_state(checkpoint: Path | None, resume: bool, mpi: bool) -> dict[str, Any] | None:
+def _saved_state(checkpoint: Path | None, resume: bool, mpi: bool, spell: Spell) -> dict[str, Any] | None:
     """The checkpoint to resume from, if any; under ``mpi``, rank 0's, sent to every rank (their folders may differ)."""
     if not mpi:
-        return checkpoints.read(checkpoint) if resume and checkpoint is not None and checkpoint.exists() else None
+        return checkpoints.read(checkpoint, spell) if resume and checkpoint is not None and checkpoint.exists() else None
     from ...fused.distributed import world
 
     comm = world()
     state = None
     if comm.Get_rank() == 0 and resume and checkpoint is not None and checkpoint.exists():
-        state = checkpoints.read(checkpoint)  # a refusal here ends every rank (the command aborts the job)
+        state = checkpoints.read(checkpoint, spell)  # a refusal here ends every rank (the command aborts the job)
     return comm.bcast(state, root=0)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import checkpoint as run_checkpoint
 from ...checkpoint import Inputs, RunIdentity, check_seal, corrupt, further_along, seal, unreadable
+from ...fixes import Spell
 from ...storage import atomic_write
 
 if TYPE_CHECKING:
@@ -77,24 +78,25 @@ def identity(config: Config, features: np.ndarray, labels: np.ndarray, device: s
     return RunIdentity(settings, data, device, DATA, workers)
 
 
-def read(path: Path) -> dict[str, Any]:
-    """A checkpoint's contents, or a typed error when it is not one."""
+def read(path: Path, spell: Spell) -> dict[str, Any]:
+    """A checkpoint's contents, or a typed error when it is not one (``spell`` words the fix)."""
     import torch
 
     try:
         state = torch.load(path, weights_only=True)  # never unpickles arbitrary objects
     except Exception as exc:
         raise unreadable(path, exc) from exc
-    return run_checkpoint.saved_run(path, state)
+    return run_checkpoint.saved_run(path, state, spell)
 
 
-def check(path: Path, state: dict[str, Any], config: Config, run: RunIdentity) -> None:
-    """A checkpoint of exactly this run, checked field by field; anything else is refused by name."""
-    run_checkpoint.check(path, state, run)
-    check_state(path, state, config)
+def check(path: Path, state: dict[str, Any], config: Config, run: RunIdentity, spell: Spell) -> None:
+    """A checkpoint of exactly this run, checked field by field; anything else is refused by name (``spell`` words
+    the fix)."""
+    run_checkpoint.check(path, state, run, spell)
+    check_state(path, state, config, spell)
 
 
-def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
+def check_state(path: Path, state: dict[str, Any], config: Config, spell: Spell) -> None:
     import torch
 
     epoch = state.get("epoch")
@@ -110,4 +112,4 @@ def check_state(path: Path, state: dict[str, Any], config: Config) -> None:
         raise corrupt(path, "a model weight is not finite")
     check_seal(path, state, progress_of(state))
     if epoch > config.epochs:  # a sound checkpoint, further along than asked
-        raise further_along(path, epoch, config.epochs, "epochs", "--epochs")
+        raise further_along(path, epoch, config.epochs, "epochs", spell)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...capabilities import DIFF_METHODS
 from ...errors import WorkloadInputError
-from ..fixes import Spell, option
+from ...fixes import Spell, option
 
 RESULTS_FILE = "qnn-results.json"
 SEED_LIMIT = 2**32  # NumPy's and torch's seeds: 0 <= seed < 2**32

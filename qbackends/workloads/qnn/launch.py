@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import PeerLostError, QBackendsError, WorkloadInputError
+from ...fixes import Spell, hyperparameter, option
 from ...probe import cpu_cores
 from ...scoped import environment
 from ...storage import atomic_write_json
-from ..fixes import Spell, hyperparameter, option
 from .config import RESULTS_FILE, Config
 
 if TYPE_CHECKING:

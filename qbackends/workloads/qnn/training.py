@@ -22,9 +22,9 @@ import numpy as np
 
 from ...checkpoint import corrupt, recorded_device
 from ...errors import WorkloadInputError
+from ...fixes import Spell, option
 from ...gradients import check as check_gradient
 from .. import sonar
-from ..fixes import Spell, option
 from . import checkpoint as checkpoints
 from .config import Config
 from .model import build_model, layer_tape
@@ -141,7 +141,7 @@ def train(
     lr = config.lr * ctx.world if config.scale_lr else config.lr
 
     checkpoint = Path(checkpoint_dir) / checkpoints.FILE if checkpoint_dir else None
-    state = checkpoints.read(checkpoint) if resume and checkpoint and checkpoint.exists() else None
+    state = checkpoints.read(checkpoint, spell) if resume and checkpoint and checkpoint.exists() else None
     _seed_everything(config.seed)
     steps = config.epochs * math.ceil(len(train_idx) / ctx.world / local_batch)  # minibatches, for auto
     qdev, diff_method = qnn_device(device, config.nwires, config.diff_method, resumed_on=recorded_device(state), steps=steps)
@@ -159,7 +159,7 @@ def train(
     history: list[dict[str, Any]] = []
     start_epoch, best, since_best = 1, -1.0, 0
     if state is not None and checkpoint is not None:
-        checkpoints.check(checkpoint, state, config, identity)
+        checkpoints.check(checkpoint, state, config, identity, spell)
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
