@@ -16,6 +16,7 @@ import pytest
 
 from qbackends import checkpoint
 from qbackends.errors import WorkloadInputError
+from qbackends.fixes import hyperparameter
 from qbackends.workloads import qnn, sonar
 from qbackends.workloads.qnn import checkpoint as qnn_checkpoint
 from qbackends.workloads.qnn.training import workers_advice
@@ -356,6 +357,8 @@ def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
     advice = [line for line in two.stderr.splitlines() if "local workers will not train faster" in line]
     assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1 here" in advice[0]
     assert workers_advice("qbackends.batched.qubit", 4, 1) is None  # one worker (a CLI run of one: the one-class test)
+    job = workers_advice("qbackends.batched.qubit", 4, 2, hyperparameter)  # a hybrid job's workers: a hyperparameter
+    assert job is not None and "). Set workers to 1 in the hyperparameters here; more processes pay" in job
     assert workers_advice("lightning.qubit", 4, 2) is None  # a per-sample backend: more workers may pay
 
 

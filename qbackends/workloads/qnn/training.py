@@ -148,7 +148,7 @@ def train(
     check_gradient(qdev, layer_tape(config.nwires, diff_method), diff_method, "torch", spell)
     model = build_model(features.shape[1], config.nwires, qdev, diff_method)
     device_name = _settled(qdev, model, config.nwires, local_batch)
-    advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)))
+    advice = workers_advice(device_name, config.nwires, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)), spell)
     if advice and ctx.main:
         logging.getLogger("qbackends").warning("qbackends: %s", advice)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -375,14 +375,15 @@ def _sum(values: list[float], ctx: Context) -> list[float]:
 WORKERS_MEASURED = "11,800 vs 4,600 samples/s at 4 wires, 5,800 vs 4,600 at 8, 1,450 vs 1,200 at 12, 69 vs 42 at 16"
 
 
-def workers_advice(device_name: str, wires: int, local_workers: int) -> str | None:
-    """Why more local worker processes will not speed this QNN run up, or None when they may."""
+def workers_advice(device_name: str, wires: int, local_workers: int, spell: Spell = option) -> str | None:
+    """Why more local worker processes will not speed this QNN run up, or None when they may (``spell`` words the fix)."""
     if local_workers > 1 and device_name == "qbackends.batched.qubit":
+        fix = spell("workers", "1")
         return (
             f"{local_workers} local workers will not train faster than one on batched.qubit at {wires} wires: one process "
             "already runs the whole minibatch in one call (on every core once the batch holds 2^14 amplitudes), so "
             "more processes on this machine only split it and add an all-reduce per step (1 vs 2 workers on 2 cores: "
-            f"{WORKERS_MEASURED}). Pass --workers 1 here; more processes pay where they bring more cores (torchrun "
+            f"{WORKERS_MEASURED}). {fix[0].upper() + fix[1:]} here; more processes pay where they bring more cores (torchrun "
             "across machines) or with a per-sample backend such as lightning.qubit."
         )
     return None
