@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedCircuitError
-from ..simbase.gradients import NUMBERS
+from ..simbase.values import NUMBERS
 
 HALF = 0.5
 QUARTER = 0.25

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pennylane as qml
 
 from ..errors import UnsupportedCircuitError
-
-NUMBERS = (int, float, complex, np.number)  # a value that is a plain number: never trainable, read without dispatching on it
+from .values import NUMBERS
 
 
 def trainable_observables(tape: Any) -> bool:
