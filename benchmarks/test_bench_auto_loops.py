@@ -164,4 +164,3 @@ def test_auto_in_loops(benchmark, loop):
 def _took() -> str:
     decisions = [d for per_setup in get_context().decisions.values() for d in per_setup.values()]
     return ", ".join(sorted({d.backend for d in decisions})) or "-"
-

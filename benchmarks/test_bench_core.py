@@ -73,7 +73,9 @@ def _two_qubit_step(dev):
     return lambda: (energy(w), gradient(w))
 
 
-@pytest.mark.parametrize("circuit", [_reuploading_step, _two_qubit_step], ids=["re-uploading-32-rot-circuits", "2-qubit-value+gradient"])
+@pytest.mark.parametrize(
+    "circuit", [_reuploading_step, _two_qubit_step], ids=["re-uploading-32-rot-circuits", "2-qubit-value+gradient"]
+)
 def test_get_device_per_execution(benchmark, circuit):
     """Per execution, get_device by name against qml.device on the same backend, interleaved: what the rules in
     front of lightning.qubit cost (the Rot gates are lowered for adjoint)."""

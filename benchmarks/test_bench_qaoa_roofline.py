@@ -255,7 +255,12 @@ def test_adjoint_tiling(benchmark, nodes, busy):
         medians = interleaved_medians(benchmark, steps, rounds=3)
     for name, seconds in medians.items():
         other = next(t for n, t in medians.items() if n != name)
-        record_seconds(f"qaoa adjoint tiling: {nodes} nodes c128 value+gradient, {label}", name, seconds, f"x{seconds / other:.2f} of the other")
+        record_seconds(
+            f"qaoa adjoint tiling: {nodes} nodes c128 value+gradient, {label}",
+            name,
+            seconds,
+            f"x{seconds / other:.2f} of the other",
+        )
 
 
 QOKIT_P6_28_SECONDS = 11.5  # QOKit's benchmark notebook: a p=6 objective at 28 qubits, 48-core Xeon, c128
@@ -305,6 +310,8 @@ def test_run_qaoa_default_formulation_against_the_qml_qaoa_form(benchmark, nodes
     for name, seconds in medians.items():
         form = name.replace("run qaoa default", "qml.qaoa form")
         record_seconds(
-            f"run qaoa formulation: {nodes} nodes", name, seconds,
+            f"run qaoa formulation: {nodes} nodes",
+            name,
+            seconds,
             f"{passes[name]:.1f} state passes; x{seconds / medians[form]:.2f} of the qml.qaoa form's time",
         )

@@ -339,7 +339,9 @@ def decide(
     for backend in candidates:
         costs = model.get(backend.key)
         seen = (runs or {}).get(backend.key, shape)
-        predicted[backend.key] = predict(costs, seen, gradient_methods.get(backend.key)) * corrections.get(backend.key, 1.0) if costs else math.inf
+        predicted[backend.key] = (
+            predict(costs, seen, gradient_methods.get(backend.key)) * corrections.get(backend.key, 1.0) if costs else math.inf
+        )
     order = sorted((b.key for b in candidates), key=lambda k: predicted[k])  # stable: preference breaks ties
     decision = Decision(order[0], predicted={k: v for k, v in predicted.items() if math.isfinite(v)}, shape=shape)
     best = predicted[order[0]]

@@ -212,7 +212,9 @@ class AutoQubit(Device):
         if decision is not None and decision.off():  # its backend runs over twice slower than expected: once more
             log.info(
                 "qbackends: auto: %s took %.3g ms a step, %.3g ms expected; deciding again.",
-                decision.backend, decision.seconds / decision.steps * 1e3, decision.expected() * 1e3,
+                decision.backend,
+                decision.seconds / decision.steps * 1e3,
+                decision.expected() * 1e3,
             )
             decision.revisited = True
             self._decisions.pop(key)
@@ -226,7 +228,9 @@ class AutoQubit(Device):
             self.decisions.append(decision)
         return decision
 
-    def _new_decision(self, config: ExecutionConfig, circuit: Any, trainable: list[int], key: Any, revisit: bool = False) -> auto.Decision:
+    def _new_decision(
+        self, config: ExecutionConfig, circuit: Any, trainable: list[int], key: Any, revisit: bool = False
+    ) -> auto.Decision:
         """Decide for a circuit structure not seen on this setup: from the store, else from the model and a trial
         (within ``auto.trial_budget``), the circuit's family correcting the model; kept here and in the store."""
         check_sampled(circuit, self.name)  # no backend samples it: one line, not one per candidate
@@ -241,7 +245,11 @@ class AutoQubit(Device):
                 except Exception:  # noqa: BLE001 - a stored shape that does not make one is left out of the log line
                     shape = None
                 decision = auto.Decision(
-                    stored.backend, stored.predicted, stored.measured, stored.refused, shape,
+                    stored.backend,
+                    stored.predicted,
+                    stored.measured,
+                    stored.refused,
+                    shape,
                     source=f"the decision stored {stored.stored}, no trial (qbackends probe auto lists them)",
                 )
                 self._keep(key, decision, circuit, trainable, config)
@@ -251,7 +259,11 @@ class AutoQubit(Device):
         family = (auto.family_key(circuit, wires, config.gradient_method), len(trainable))
         gates = len(circuit.operations)
         member = None if revisit else auto.family_member(self._context.family_members.get(family, ()), gates)
-        if member is not None and member[1].backend in self._choices and self._member_taken(family, member[1].backend, config, circuit):
+        if (
+            member is not None
+            and member[1].backend in self._choices
+            and self._member_taken(family, member[1].backend, config, circuit)
+        ):
             size, earlier = member
             expected = earlier.expected()
             decision = auto.Decision(
@@ -295,8 +307,9 @@ class AutoQubit(Device):
         members = self._context.family_members.setdefault(family, [])
         members[:] = [m for m in members if m[0] != gates] + [(gates, decision)]
         if stored_key is not None and not decision.untried:  # an untried close call is tried by a later process
-            store.put(stored_key, decision.backend, decision.predicted, decision.measured, decision.refused, shape,
-                      shape.describe())
+            store.put(
+                stored_key, decision.backend, decision.predicted, decision.measured, decision.refused, shape, shape.describe()
+            )
         auto.log_decision(decision, self._registry.backends[decision.backend], precision)
         return decision
 
@@ -393,7 +406,9 @@ class AutoQubit(Device):
     def _prepared(self, key: str, config: ExecutionConfig, circuit: Any, trial: bool = False) -> tuple[Any, ExecutionConfig]:
         """A backend's device and its execution config for ``circuit``; raises where it has not the gradient asked for."""
         device = self._device(key, trial)
-        resolved = device.setup_execution_config(_as_pennylane_resolves(device, config, circuit, lambda: self._asks(key, config, circuit)), circuit)
+        resolved = device.setup_execution_config(
+            _as_pennylane_resolves(device, config, circuit, lambda: self._asks(key, config, circuit)), circuit
+        )
         method = resolved.gradient_method
         if not circuit.shots and (reason := no_shift_rule(circuit)) and method != "backprop" and not numerical(method):
             own = getattr(device, "differentiates", None)  # a qbackends simulator's own gradient; else the device's word

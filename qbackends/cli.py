@@ -176,8 +176,11 @@ def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
     root = decisionstore.folder()
     if args.clear:
         removed = decisionstore.clear(root)
-        print(f"removed {removed} stored decision{'s' if removed != 1 else ''} from {root}" if root else
-              f"no decisions are stored ({decisionstore.DECISIONS_ENV}=off)")
+        print(
+            f"removed {removed} stored decision{'s' if removed != 1 else ''} from {root}"
+            if root
+            else f"no decisions are stored ({decisionstore.DECISIONS_ENV}=off)"
+        )
         return 0
     stored = decisionstore.entries(root)
     context = get_context()
@@ -196,25 +199,49 @@ def _probe_auto(args: argparse.Namespace, registry: Any) -> int:
             }
         )
     decisions = [
-        {"backend": d.backend, "circuit": d.describe, "measured_ms": round(d.measured[d.backend] * 1e3, 4)
-         if d.backend in d.measured else None, "stored": d.stored, "file": str(path)}
-        for path, d in stored if d is not None
+        {
+            "backend": d.backend,
+            "circuit": d.describe,
+            "measured_ms": round(d.measured[d.backend] * 1e3, 4) if d.backend in d.measured else None,
+            "stored": d.stored,
+            "file": str(path),
+        }
+        for path, d in stored
+        if d is not None
     ]
     where = str(root) if root else f"nowhere ({decisionstore.DECISIONS_ENV}=off)"
     if args.json:
-        print(json.dumps({"rules": auto.RULES, "wires": args.wires, "candidates": rows,
-                          "stored_decisions": {"folder": where, "decisions": decisions}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "rules": auto.RULES,
+                    "wires": args.wires,
+                    "candidates": rows,
+                    "stored_decisions": {"folder": where, "decisions": decisions},
+                },
+                indent=2,
+            )
+        )
         return 0
     print(auto.RULES)
     header = ("weighed here", "execution ms", "ns/gate/amp", "ns/diagonal/amp", "gradient x")
     print()
     print(_table([[r[k] if r[k] is not None else "not measured" for k in r] for r in rows], header))
     print()
-    print(f"{len(decisions)} stored decision{'s' if len(decisions) != 1 else ''} in {where} "
-          "(a second run of a script reuses them; qbackends probe auto --clear removes them)")
+    print(
+        f"{len(decisions)} stored decision{'s' if len(decisions) != 1 else ''} in {where} "
+        "(a second run of a script reuses them; qbackends probe auto --clear removes them)"
+    )
     if decisions:
-        print(_table([[d["backend"], d["circuit"], d["measured_ms"] if d["measured_ms"] is not None else "predicted",
-                       d["stored"]] for d in decisions], ("took", "for", "measured ms", "stored")))
+        print(
+            _table(
+                [
+                    [d["backend"], d["circuit"], d["measured_ms"] if d["measured_ms"] is not None else "predicted", d["stored"]]
+                    for d in decisions
+                ],
+                ("took", "for", "measured ms", "stored"),
+            )
+        )
     return 0
 
 

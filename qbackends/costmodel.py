@@ -50,9 +50,7 @@ def _timer(step: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(
-    device_string: str, repeats: int = 5, small: int = SMALL, large: int = LARGE, backprop: bool = False
-) -> Costs:
+def measure(device_string: str, repeats: int = 5, small: int = SMALL, large: int = LARGE, backprop: bool = False) -> Costs:
     """Fit the cost terms of one backend from the circuit classes (a gate's fixed cost from ``small`` qubits, the rest
     at ``large``); ``backprop``: the backend's results are differentiable (``Backend.backprop``): that step too."""
     rng = np.random.default_rng(1967)
@@ -188,7 +186,10 @@ def measure_all(backends: list[Any], repeats: int = 5, on_result: Callable[[Any,
 def main(argv: list[str] | None = None) -> int:
     """``python -m qbackends.costmodel [--repeats N]``: the model of every CPU backend ``auto`` may take here, as
     JSON (the shipped ``data/auto-model.json``); a typed error ends it in one line."""
-    parser = argparse.ArgumentParser(prog="python -m qbackends.costmodel", description="Measure the cost model of every CPU backend auto may take here; print it as JSON.")
+    parser = argparse.ArgumentParser(
+        prog="python -m qbackends.costmodel",
+        description="Measure the cost model of every CPU backend auto may take here; print it as JSON.",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per circuit class (the median is kept)")
     args = parser.parse_args(argv)
     if args.repeats < 1:

@@ -123,8 +123,12 @@ class DecisionStore:
         why = why_untrusted(self.root)
         if why is not None and not self._warned:
             self._warned = True
-            log.warning("qbackends: auto's decisions are kept in this process only: %s. Fix: set %s to a folder of "
-                        "your own, or %s=off.", why, DECISIONS_ENV, DECISIONS_ENV)
+            log.warning(
+                "qbackends: auto's decisions are kept in this process only: %s. Fix: set %s to a folder of your own, or %s=off.",
+                why,
+                DECISIONS_ENV,
+                DECISIONS_ENV,
+            )
         return why is None
 
     def path(self, key: str) -> Path:
@@ -164,8 +168,16 @@ class DecisionStore:
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None  # a damaged file is decided again, then written over
 
-    def put(self, key: str, backend: str, predicted: Mapping[str, float], measured: Mapping[str, float],
-            refused: Mapping[str, str], shape: Any, describe: str) -> None:
+    def put(
+        self,
+        key: str,
+        backend: str,
+        predicted: Mapping[str, float],
+        measured: Mapping[str, float],
+        refused: Mapping[str, str],
+        shape: Any,
+        describe: str,
+    ) -> None:
         """Keep a decision; a folder that cannot take it leaves the decision in this process only (logged)."""
         if not self._usable():
             return

@@ -438,7 +438,9 @@ class Lowering:
         else:
             rule = rules[kind]
         if rule is None:  # PennyLane's own path: conditionals, what the graph did not solve, rules with work wires
-            return list(_operator_decomposition_gen(op, self.stops, num_work_wires=solution.num_work_wires, graph_solution=solution))
+            return list(
+                _operator_decomposition_gen(op, self.stops, num_work_wires=solution.num_work_wires, graph_solution=solution)
+            )
         rule, kwargs = rule
         with qml.QueuingManager.stop_recording(), qml.queuing.AnnotatedQueue() as queue:
             rule(*op.parameters, wires=op.wires, **(op.resource_params if kwargs == "resources" else op.hyperparameters))
@@ -469,9 +471,7 @@ def _plain_rule(op: Any, solution: Any) -> tuple[Any, str] | None:
 
 
 @qml.transform
-def screen_and_lower(
-    tape: qml.tape.QuantumScript, *, device: str, ruleset: RuleSet | None, adjoint: bool
-) -> tuple[Any, Any]:
+def screen_and_lower(tape: qml.tape.QuantumScript, *, device: str, ruleset: RuleSet | None, adjoint: bool) -> tuple[Any, Any]:
     """A device's first preprocessing step: a sampled observable with no outcomes refused (lightning fails on it
     untyped as it runs), then ``lowered`` by the device's rules, if it has any: one step, not two (each step of
     PennyLane's pipeline costs about 20 µs an execution)."""
@@ -631,7 +631,9 @@ def _screened(device: Any, pipeline: Any, config: Any) -> Any:
     too, which takes one where the device has none), a sampled observable with no outcomes refused (lightning fails
     on it untyped as it runs), then the device's rules applied (where it has any)."""
     ruleset = None if device.qbackends_rules.is_empty() else device.qbackends_rules
-    pipeline.insert(0, BoundTransform(screen_and_lower, kwargs={"device": device.name, "ruleset": ruleset, "adjoint": _is_adjoint(config)}))
+    pipeline.insert(
+        0, BoundTransform(screen_and_lower, kwargs={"device": device.name, "ruleset": ruleset, "adjoint": _is_adjoint(config)})
+    )
     if config is not None and shifted(config.gradient_method):
         kwargs = {"device": device.name, "method": method_name(config.gradient_method), "hadamard": standard_hadamard(config)}
         pipeline.insert(0, BoundTransform(refuse_misdifferentiated, kwargs=kwargs))

@@ -122,4 +122,3 @@ def report(exc: QBackendsError) -> int:
     """Print a typed error as the one line every qbackends command and job entry point ends with; the exit code."""
     print(f"qbackends: error: {exc.one_line()}", file=sys.stderr)
     return int(getattr(exc, "exit_code", EXIT_USAGE))
-

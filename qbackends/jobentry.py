@@ -40,7 +40,9 @@ def module_spec(module: str, folder: str | None = None) -> Any:
     if module == "__main__":
         return None
     try:
-        return (folder is not None and importlib.machinery.PathFinder.find_spec(module, [folder])) or importlib.util.find_spec(module)
+        return (folder is not None and importlib.machinery.PathFinder.find_spec(module, [folder])) or importlib.util.find_spec(
+            module
+        )
     except ValueError:  # loaded already without a spec
         return None
 

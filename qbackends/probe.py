@@ -87,7 +87,9 @@ def shared_memory_available() -> int | None:
     return stat.f_bavail * stat.f_frsize
 
 
-def host_memory_available(meminfo: str = "/proc/meminfo", cgroup_root: str = "/sys/fs/cgroup", cgroups: str = "/proc/self/cgroup") -> int:
+def host_memory_available(
+    meminfo: str = "/proc/meminfo", cgroup_root: str = "/sys/fs/cgroup", cgroups: str = "/proc/self/cgroup"
+) -> int:
     """Bytes this process can still take: MemAvailable (physical pages where /proc is absent), or less where its
     memory cgroup allows less (``cgroup_room``: a container's or a Slurm job's limit)."""
     available = None

@@ -215,8 +215,11 @@ def memory_error(
         what += f"({held_copies} during {during}) "
     fixes = [f"use at most {caps.max_wires} wires"]
     if caps.hardware.startswith(probe.SHARED_MEMORY):  # its room, not the node's memory, is what is short
-        fixes.insert(0, f"give {probe.SHARED_MEMORY} more room (in a container: docker run --shm-size) or pass share_node=False "
-                     "(each rank then holds its share in its own memory)")
+        fixes.insert(
+            0,
+            f"give {probe.SHARED_MEMORY} more room (in a container: docker run --shm-size) or pass share_node=False "
+            "(each rank then holds its share in its own memory)",
+        )
     if precision == "c128" and not backend.dense_adjoint_observables and accepts_precision(backend, context):
         fixes.append("precision='c64' halves the memory")
     fixes.append("use a GPU backend with more memory (local:pennylane/lightning.gpu)")

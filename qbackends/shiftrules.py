@@ -108,7 +108,9 @@ def standard_hadamard(config: Any) -> bool:
     method = None if config is None else config.gradient_method
     if isinstance(method, str):
         return method == "hadamard"
-    return method is qml.gradients.hadamard_grad and (config.gradient_keyword_arguments or {}).get("mode", "standard") == "standard"
+    return (
+        method is qml.gradients.hadamard_grad and (config.gradient_keyword_arguments or {}).get("mode", "standard") == "standard"
+    )
 
 
 def misread_by_hadamard(circuit: Any) -> str | None:

@@ -454,5 +454,9 @@ def _memory(device_string: str, backend: Any, wires: int, diff_method: str) -> s
             f"state_copies={backend.state_copies}{tables}, so the memory guard lets too large a request through. "
             f"Fix: declare state_copies={np.ceil((measured - backend.table_bytes / 16) * 10) / 10:g}."
         )
-    tables = f" and {backend.table_bytes} byte{'s' if backend.table_bytes != 1 else ''} an amplitude of tables" if backend.table_bytes else ""
+    tables = (
+        f" and {backend.table_bytes} byte{'s' if backend.table_bytes != 1 else ''} an amplitude of tables"
+        if backend.table_bytes
+        else ""
+    )
     return f"peak {measured:.1f} state vectors, declared {backend.state_copies}{tables}"

@@ -250,9 +250,7 @@ def test_best_is_the_chosen_backends_best_never_a_fall_to_parameter_shift():
     np.testing.assert_allclose(grad, qml.grad(lambda x: 1 - reference(x)[0])(x), atol=1e-10)
     assert len(dev.decisions) == 1  # decided once, for "best": not again for a parameter shift
     chosen = dev.last_backend
-    assert qml.device(chosen.device_name, wires=wires).supports_derivatives(
-        qml.devices.ExecutionConfig(gradient_method="best")
-    )
+    assert qml.device(chosen.device_name, wires=wires).supports_derivatives(qml.devices.ExecutionConfig(gradient_method="best"))
     assert tracker.totals["executions"] <= 2  # its own gradient: not 1 + 2 x 6 shifted circuits
 
 

@@ -63,9 +63,7 @@ def test_no_function_imports_a_sibling_core_module():
             for node in ast.walk(func):
                 if isinstance(node, ast.ImportFrom) and node.level:
                     found.append(f"{name}.py:{node.lineno}: {ast.unparse(node)}")
-                elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                    m in files for m in core_stops._imported(node, name)
-                ):
+                elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(m in files for m in core_stops._imported(node, name)):
                     found.append(f"{name}.py:{node.lineno}: {ast.unparse(node)}")
     assert found == []
 

@@ -64,8 +64,9 @@ def test_the_memory_advice_is_true_for_the_backend_at_hand():
     assert "during an adjoint gradient" in str(err.value) and "precision='c64' halves the memory" in err.value.fix
     with pytest.raises(InsufficientMemoryError) as err:  # asked at c64: sized at 8 bytes an amplitude, no c64 advice
         get_device("local:qbackends/fused.qubit", wires=40, precision="c64")
-    assert f"(2 state copies of 8.19e+03 GiB ({8 * 2**40} bytes), 1 byte an amplitude of tables during an adjoint gradient)" in str(
-        err.value
+    assert (
+        f"(2 state copies of 8.19e+03 GiB ({8 * 2**40} bytes), 1 byte an amplitude of tables during an adjoint gradient)"
+        in str(err.value)
     )
     assert "precision='c64'" not in err.value.fix
     with pytest.raises(InsufficientMemoryError) as err:  # batched.qubit has c64 too
@@ -283,7 +284,9 @@ def test_an_mpi_rank_is_sized_at_what_a_rank_holds():
 
     fused = get_context().registry.backends["qbackends/fused.qubit"]
     assert (fused.copies(), fused.table_bytes, fused.copies(mpi=True), fused.rank_table_bytes) == (2.0, 1, 2.0, 2)
-    room = 150 << 20  # 22 wires: one process 2 states and 4 MiB of levels (132 MiB), a rank 8 MiB of tables and a 16 MiB piece (152)
+    room = (
+        150 << 20
+    )  # 22 wires: one process 2 states and 4 MiB of levels (132 MiB), a rank 8 MiB of tables and a 16 MiB piece (152)
     assert capabilities.max_wires(fused, room) == 22 and capabilities.max_wires(fused, room, mpi=True) == 21
     lightning = get_context().registry.backends["pennylane/lightning.qubit"]  # declares no rank figure
     assert lightning.copies(mpi=True) == lightning.copies() == 9.0
@@ -313,7 +316,9 @@ def test_a_node_of_ranks_is_sized_with_each_ranks_buffer():
     fused = get_context().registry.backends["qbackends/fused.qubit"]
     share = 32 << 20  # a 21-wire share at c128: two of them are 22 wires' worth
     assert capabilities.working_set_bytes(fused, 22, mpi=2) == 2 * 2 * share + (2 << 22) + 2 * (16 << 20)
-    assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (2 << 20) + 2 * (4 << 20)  # half of an 8 MiB share
+    assert capabilities.working_set_bytes(fused, 20, mpi=2) == 2 * (16 << 20) + (2 << 20) + 2 * (
+        4 << 20
+    )  # half of an 8 MiB share
     assert capabilities.working_set_bytes(fused, 30, mpi=2) == 2 * 16 * 2**30 + (2 << 30) + 2 * (16 << 20)
     assert capabilities.working_set_bytes(fused, 30) == 2 * 16 * 2**30 + (1 << 30)  # one process: no exchange
     assert capabilities.working_set_bytes(fused, 30, "c64") == 2 * 8 * 2**30 + (1 << 30)  # 17 GiB: fits 24 GiB machines

@@ -140,7 +140,9 @@ def test_hyperparameters_are_braket_strings():
     assert (config.nodes, config.stepsize, config.optimizer, config.graph_file) == (10, 0.05, "gd", "g.txt")
     with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
         config_from_hyperparameters(qaoa.Config, {"p": "2"})
-    with pytest.raises(WorkloadInputError, match="layers='two' is not a whole number. Fix: set layers to a whole number in the hyperparameters."):
+    with pytest.raises(
+        WorkloadInputError, match="layers='two' is not a whole number. Fix: set layers to a whole number in the hyperparameters."
+    ):
         config_from_hyperparameters(qaoa.Config, {"layers": "two"})
 
 
@@ -460,7 +462,10 @@ def test_cli_numbers_and_choices_are_checked_before_anything_runs(tmp_path, args
 @pytest.mark.parametrize(
     ("hyperparameters", "message"),
     [
-        ({"nodes": 1e300}, "Hyperparameter nodes='1e+300' is not a whole number. Fix: set nodes to a whole number in the hyperparameters."),
+        (
+            {"nodes": 1e300},
+            "Hyperparameter nodes='1e+300' is not a whole number. Fix: set nodes to a whole number in the hyperparameters.",
+        ),
         ({"nodes": None}, "nodes=None is not a whole number. Fix: set nodes to a whole number in the hyperparameters."),
         (
             {"nodes": "50"},

@@ -101,7 +101,9 @@ def structure(operations: Any, wires: Any) -> tuple[Any, ...] | None:
         fixed = op.name in FIXED and type(op).__module__.startswith("pennylane.") and not op.hyperparameters
         if op.name not in NATIVE and not fixed:  # NATIVE: lowered by name, whatever else the operator holds
             return None
-        parts.append((op.name, op.wires.labels, len(op.data), op.hyperparameters["pauli_word"] if op.name == "PauliRot" else None))
+        parts.append(
+            (op.name, op.wires.labels, len(op.data), op.hyperparameters["pauli_word"] if op.name == "PauliRot" else None)
+        )
     return tuple(wires), tuple(parts)
 
 

@@ -184,7 +184,9 @@ class FusedQubit(SimulatorDevice):
         states' worth) and ``scratch`` may come to SIZED_BYTES, unless ``ignore_memory``."""
         return not self._ignore_memory and (self._dtype.itemsize << n) * 8 + scratch >= SIZED_BYTES
 
-    def size_circuit(self, n: int, states: list[str], scratch: int, tables: engine.CostTables, missing: int | None = None) -> None:
+    def size_circuit(
+        self, n: int, states: list[str], scratch: int, tables: engine.CostTables, missing: int | None = None
+    ) -> None:
         """Refuse a circuit on ``n`` wires before it allocates anything, when what it adds to what the device holds does
         not fit in the memory this machine has available: the ``states`` (buffers by name) it holds, ``scratch`` bytes
         it makes and drops (results, an observable applied), the ``tables`` of its cost (``missing``: bytes of them the
@@ -294,7 +296,9 @@ class FusedQubit(SimulatorDevice):
                 tables = engine.cost_tables(blocks, masks, coefs)
                 self.size_circuit(n, ["psi", "lambda"] if adjoint else ["psi"], 0, tables)
                 self._diagonals.keep(max(len(tables.levels), len(tables.diagonals)))  # not built again every run
-            value, grad, _ = engine.expectation(segments, nparams, n, masks, coefs, self._diagonals, self._buffer, traffic, adjoint)
+            value, grad, _ = engine.expectation(
+                segments, nparams, n, masks, coefs, self._diagonals, self._buffer, traffic, adjoint
+            )
             if not gradient:
                 return np.array(value), None
             return np.array(value), _format_jacobian(np.array([grad[list(tape.trainable_params)] if grad is not None else []]))
@@ -363,7 +367,9 @@ class FusedQubit(SimulatorDevice):
             return
         terms_of = [z_terms(m.obs) if m.obs is not None else None for m in tape.measurements]
         diagonal = [terms for terms in terms_of if terms is not None]
-        states = ["psi"] + (["lambda"] if adjoint and diagonal else []) + (["phi"] if adjoint and len(tape.measurements) > 1 else [])
+        states = (
+            ["psi"] + (["lambda"] if adjoint and diagonal else []) + (["phi"] if adjoint and len(tape.measurements) > 1 else [])
+        )
         state, wide = self._dtype.itemsize << n, 16 << n
         scratch = (wide + (8 << n)) if tape.shots else 0
         for m, terms in zip(tape.measurements, terms_of, strict=True):

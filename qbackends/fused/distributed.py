@@ -309,7 +309,9 @@ class Ranks:
     def _buffer(self, name: str, size: int) -> np.ndarray:
         buf = self._buffers.get(name)
         if buf is None or buf.size != size:
-            buf = self._buffers[name] = self.memory.array(size, self.dtype) if self.memory else engine.state_buffer(size, self.dtype)
+            buf = self._buffers[name] = (
+                self.memory.array(size, self.dtype) if self.memory else engine.state_buffer(size, self.dtype)
+            )
         return buf
 
     def _new_cache(self, size: int, real: type) -> engine.DiagonalCache:
@@ -375,8 +377,11 @@ class Ranks:
             if itemsize == 16:
                 fixes.insert(0, "precision='c64' halves the state's memory")
             if room < available:  # /dev/shm, not the node's memory, is what is short
-                fixes.insert(0, f"give {node_sharing.SHARED_MEMORY} more room (in a container: docker run --shm-size) or "
-                             "pass share_node=False to the device (each rank then holds its share in its own memory)")
+                fixes.insert(
+                    0,
+                    f"give {node_sharing.SHARED_MEMORY} more room (in a container: docker run --shm-size) or "
+                    "pass share_node=False to the device (each rank then holds its share in its own memory)",
+                )
             if shared:
                 held_by = f"the ranks of this node share {describe_bytes(need)} in {node_sharing.SHARED_MEMORY}"
                 short_by = f"the node needs {describe_bytes(short)} more than its memory and {node_sharing.SHARED_MEMORY} have"

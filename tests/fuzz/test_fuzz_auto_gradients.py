@@ -72,7 +72,9 @@ def _right(jacobian, case, method, x, precision="c128", shots=None, wires=None) 
     tol = None if shots else TOLERANCE.get(method, 1e-6)  # (sampled: any finite estimate)
     if precision == "c64" and not shots:  # single precision: exact methods to 1e-4, finite differences (h=1e-7) not at all
         tol = None if method in TOLERANCE else 1e-4
-    return tol is None or np.allclose(jacobian, _on_default_qubit(case, "best", x, wires=wires), atol=tol)  # backprop where it has it
+    return tol is None or np.allclose(
+        jacobian, _on_default_qubit(case, "best", x, wires=wires), atol=tol
+    )  # backprop where it has it
 
 
 @budget(40)
@@ -96,7 +98,9 @@ def test_auto_differentiates_by_every_method_it_lets_through(data):
             jacobian = _jacobian(qml.QNode(case.apply, dev, diff_method=method), x)
         except QBackendsError as exc:
             typed(exc)
-            wrong = spec == "auto" and not NARROWING & set(options) and _computes_right(case, method, x, options.get("shots"), wires)
+            wrong = (
+                spec == "auto" and not NARROWING & set(options) and _computes_right(case, method, x, options.get("shots"), wires)
+            )
             assert not wrong, f"auto refused what default.qubit computes right ({case.name}, {method}): {exc}"
             return
         except Exception as exc:  # after the check, only PennyLane's own refusal of the method, as default.qubit's
@@ -107,4 +111,8 @@ def test_auto_differentiates_by_every_method_it_lets_through(data):
     ran = dev.last_choice if spec == "auto" else spec
     event(f"{method} ran on {ran}")
     assert np.isfinite(jacobian).all(), (case.name, method, ran)
-    assert _right(jacobian, case, method, x, options.get("precision", "c128"), options.get("shots"), wires), (case.name, method, ran)
+    assert _right(jacobian, case, method, x, options.get("precision", "c128"), options.get("shots"), wires), (
+        case.name,
+        method,
+        ran,
+    )

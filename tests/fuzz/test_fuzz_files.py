@@ -337,7 +337,8 @@ def test_a_device_that_never_ends_is_read_no_further_than_the_limit():
                 | json_values,
                 "measured": st.dictionaries(st.text(max_size=8), st.floats(), max_size=2) | json_values,
                 "refused": st.dictionaries(st.text(max_size=8), st.text(max_size=8) | json_values, max_size=2),
-                "shape": st.dictionaries(st.sampled_from(["wires", "gates", "x"]), st.integers(0, 30) | json_values) | json_values,
+                "shape": st.dictionaries(st.sampled_from(["wires", "gates", "x"]), st.integers(0, 30) | json_values)
+                | json_values,
                 "stored": st.just("2026-12-03T17:00:00+00:00") | json_values,
             }
         ),
