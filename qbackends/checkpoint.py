@@ -81,7 +81,7 @@ class RunIdentity:
 
     def fix(self, spell: Spell) -> str:
         """What to resume with, or what to do instead, as ``spell``'s user gives settings."""
-        names = [spell.settings, self.words.noun, spell.device]
+        names = [spell.settings, f"the {self.words.noun}", spell.device]
         if self.workers is not None and (workers := spell.named("workers")):
             names.append(workers)
         if self.ranks is not None:

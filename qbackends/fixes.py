@@ -15,6 +15,7 @@ class Spell:
         device: where the run's device is chosen.
         flag: how a setting that is not among ``settings`` is named (``--workers``); None: it is among them.
         new_run: how a new run starts beside a checkpoint of another.
+        resume: how a stopped run continues from its checkpoint.
     """
 
     template: str
@@ -22,6 +23,7 @@ class Spell:
     device: str
     flag: str | None
     new_run: str
+    resume: str
 
     def __call__(self, name: str, value: str) -> str:
         return self.template.format(name=name, option=name.replace("_", "-"), value=value)
@@ -38,6 +40,7 @@ option = Spell(
     device="--device",
     flag="--{option}",
     new_run="pass another --results-dir (or --checkpoint-dir) to start a new run beside it",
+    resume="rerun with --resume",
 )
 # ``set batch_size to 1 or more in the hyperparameters``
 hyperparameter = Spell(
@@ -46,4 +49,5 @@ hyperparameter = Spell(
     device="the job's device",
     flag=None,
     new_run="start a new job that does not take this checkpoint (another job name; no copy_checkpoints_from_job)",
+    resume="run the job again with its checkpoints (the same job name, or copy_checkpoints_from_job)",
 )

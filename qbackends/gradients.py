@@ -8,6 +8,7 @@ the method, the device, the methods that work there and the fix.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pennylane.devices import ExecutionConfig
@@ -15,7 +16,6 @@ from pennylane.devices import ExecutionConfig
 from .autodevice import AutoQubit
 from .capabilities import DIFF_METHODS
 from .errors import UnsupportedOptionError
-from .fixes import Spell
 from .registry import get_registry
 
 DEVICE_METHODS = ("adjoint", "backprop", "device")  # the device computes these itself, or PennyLane refuses it
@@ -37,14 +37,14 @@ def refusal(device: Any, circuit: Any, method: str, interface: str) -> str | Non
     return None
 
 
-def check(device: Any, circuit: Any, method: str, interface: str, spell: Spell) -> None:
+def check(device: Any, circuit: Any, method: str, interface: str, spell: Callable[[str, str], str]) -> None:
     """Refuse ``method`` where the backend that runs ``circuit`` on ``device`` cannot differentiate it by it.
 
     Args:
         device: from ``get_device`` (the auto device decides for ``circuit`` here).
         circuit: a tape of the run's circuit.
         interface: the run's ML interface, e.g. ``"autograd"`` or ``"torch"``.
-        spell: words the fix as the caller takes settings (``fixes.option``: ``pass --diff-method X``).
+        spell: ``spell(name, value)`` words the fix as the caller takes settings (``fixes.option``: ``pass --diff-method X``).
 
     Raises:
         UnsupportedOptionError: naming the method, the device, the methods that work there, and the fix.

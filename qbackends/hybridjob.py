@@ -101,7 +101,7 @@ def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str,
     for key, text in hyperparameters.items():
         if key not in fields:
             raise WorkloadInputError(
-                f"Hyperparameter {key!r} is unknown; choices: {', '.join(fields)}.", "remove it from the hyperparameter file."
+                f"Hyperparameter {key!r} is unknown; choices: {', '.join(fields)}.", "remove it from the hyperparameters."
             )
         kind = _kind(str(fields[key].type))
         try:

@@ -34,12 +34,12 @@ ANOTHER_RUN = (
     [
         (
             option,
-            "resume with the settings, data, --device and --workers it was made with, or pass another "
+            "resume with the settings, the data, --device and --workers it was made with, or pass another "
             "--results-dir (or --checkpoint-dir) to start a new run beside it.",
         ),
         (  # a job's workers are among its hyperparameters; its device is the job's
             hyperparameter,
-            "resume with the hyperparameters, data and the job's device it was made with, or start a new job that "
+            "resume with the hyperparameters, the data and the job's device it was made with, or start a new job that "
             "does not take this checkpoint (another job name; no copy_checkpoints_from_job).",
         ),
     ],

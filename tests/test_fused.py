@@ -1168,3 +1168,27 @@ def test_cost_layers_of_several_weightings_keep_their_diagonals_between_runs(mon
     monkeypatch.setattr(engine.K, "diag_values", lambda *a: built.append(a[0].size) or diag_values(*a))
     np.testing.assert_allclose(qml.grad(circuit)(params), first, atol=1e-12)
     assert built == []
+
+
+def test_a_step_plans_each_layer_and_block_once_per_tiling_and_cache():
+    """A step asks for a layer's passes and a block's sweep several times (passes, fusions, the adjoint): the same plan
+    comes back, made once per tiling and cache. A block no kept diagonal sweeps yet is planned again when asked, and
+    found once the cache keeps its diagonal."""
+    ops = [qml.Hadamard(w) for w in range(4)] + [qml.IsingZZ(0.3, [0, 1]), qml.IsingZZ(0.3, [1, 2])]
+    segments, _ = compile_operations(ops + [qml.RX(0.2, w) for w in range(4)], {w: w for w in range(4)}, 4)
+    layer, block = segments[0], segments[1]
+    tiling = engine.tiling_for(4)
+    assert engine._layer_passes(layer, 4, tiling) is engine._layer_passes(layer, 4, tiling)
+    cache, other = engine.DiagonalCache(), engine.DiagonalCache()
+    swept = engine.sweep_block(block, 4, cache, 1.0)
+    assert swept is not None and engine.sweep_block(block, 4, cache, 1.0) is swept
+    elsewhere = engine.sweep_block(block, 4, other, 1.0)  # another cache's tables, the same values
+    assert elsewhere is not swept and np.array_equal(elsewhere.values, swept.values)
+    undone = engine.sweep_block(block, 4, cache, -1.0)
+    np.testing.assert_allclose(undone.phases, swept.phases.conj(), rtol=0, atol=1e-15)
+
+    weighted, _ = compile_operations([qml.IsingZZ(0.3, [0, 1]), qml.IsingZZ(0.7, [1, 2])], {w: w for w in range(4)}, 4)
+    block = weighted[0]  # two parameters, unequal angles: only a kept diagonal sweeps it
+    assert engine.sweep_block(block, 4, cache, 1.0) is None and not block.plans
+    cache.get(4, np.array(block.masks, dtype=np.int64), np.array(block.coefs))
+    assert engine.sweep_block(block, 4, cache, 1.0) is not None

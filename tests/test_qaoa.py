@@ -141,7 +141,8 @@ def test_hyperparameters_are_braket_strings():
     with pytest.raises(WorkloadInputError, match="Hyperparameter 'p' is unknown; choices: nodes, edges"):
         config_from_hyperparameters(qaoa.Config, {"p": "2"})
     with pytest.raises(
-        WorkloadInputError, match="layers='two' is not a whole number. Fix: set layers to a whole number in the hyperparameters."
+        WorkloadInputError,
+        match=r"layers='two' is not a whole number\. Fix: set layers to a whole number in the hyperparameters\.",
     ):
         config_from_hyperparameters(qaoa.Config, {"layers": "two"})
 
@@ -199,8 +200,8 @@ def test_a_refusal_names_every_difference_and_the_fix(tmp_path):
     assert str(refused.value) == (
         f"Checkpoint {str(tmp_path / qaoa.CHECKPOINT_FILE)!r} is of another run: its settings differ (stepsize: 0.1 then, "
         "0.2 now); it was made on another device ('lightning.qubit' then, 'default.qubit' now). Fix: resume with the "
-        "settings, graph and --device it was made with, or pass another --results-dir (or --checkpoint-dir) to start a "
-        "new run beside it."
+        "settings, the graph and --device it was made with, or pass another --results-dir (or --checkpoint-dir) to "
+        "start a new run beside it."
     )
 
 

@@ -355,10 +355,10 @@ def test_run_qnn_says_when_more_workers_will_not_help(tmp_path):
     two = subprocess.run([*cmd, "--workers", "2"], capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-2000:]
     advice = [line for line in two.stderr.splitlines() if "local workers will not train faster" in line]
-    assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1 here" in advice[0]
+    assert len(advice) == 1 and "batched.qubit at 4 wires" in advice[0] and "Pass --workers 1; more processes pay" in advice[0]
     assert workers_advice("qbackends.batched.qubit", 4, 1) is None  # one worker (a CLI run of one: the one-class test)
     job = workers_advice("qbackends.batched.qubit", 4, 2, hyperparameter)  # a hybrid job's workers: a hyperparameter
-    assert job is not None and "). Set workers to 1 in the hyperparameters here; more processes pay" in job
+    assert job is not None and "). Set workers to 1 in the hyperparameters; more processes pay" in job
     assert workers_advice("lightning.qubit", 4, 2) is None  # a per-sample backend: more workers may pay
 
 
@@ -436,7 +436,7 @@ def test_a_diverged_run_stops_before_saving_anything_non_finite(tmp_path, capsys
     assert main(cmd) == 2
     assert capsys.readouterr().err == (
         "qbackends: error: QNN training diverged in epoch 1: the training loss is inf. Nothing of epoch 1 was saved. "
-        "Fix: lower --lr (it is 0.03; e.g. --lr 0.003) or --margin (it is 1e+308), and train again.\n"
+        "Fix: pass --lr 0.003 (it is 0.03), or pass --margin a smaller value (it is 1e+308), and train again.\n"
     )
     assert not (tmp_path / qnn.RESULTS_FILE).exists() and not (tmp_path / "checkpoints" / qnn.CHECKPOINT_FILE).exists()
 
@@ -451,11 +451,14 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path):
     state["seal"] = checkpoint.seal(qnn_checkpoint.progress_of(state))
     torch.save(state, path)
     before = path.read_bytes()
-    with pytest.raises(WorkloadInputError) as diverged:
-        qnn.train(qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
+    with pytest.raises(WorkloadInputError) as diverged:  # as a hybrid job's run: its fix names hyperparameters
+        qnn.train(
+            qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True, spell=hyperparameter
+        )
     assert str(diverged.value) == (
         "QNN training diverged in epoch 2: the training loss is inf. Nothing of epoch 2 was saved; the checkpoint of "
-        "epoch 1 is kept. Fix: lower --lr (it is 0.03; e.g. --lr 0.003) or --margin (it is 0.1), and train again."
+        "epoch 1 is kept. Fix: set lr to 0.003 in the hyperparameters (it is 0.03), or set margin to a smaller value in "
+        "the hyperparameters (it is 0.1), and train again."
     )
     assert path.read_bytes() == before
 
@@ -508,6 +511,14 @@ def test_resume_with_fewer_epochs_says_the_checkpoint_is_further_along(tmp_path)
         f"Checkpoint {str(tmp_path / qnn.CHECKPOINT_FILE)!r} holds 3 finished epochs, more than the 2 asked for. "
         f"Fix: pass --epochs 3 or more to continue it, {CHECKPOINT_FIX}"
     )
+    with pytest.raises(WorkloadInputError) as refused:  # a hybrid job's run
+        qnn.train(
+            qnn.Config(**{**SMALL, "epochs": 2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True, spell=hyperparameter
+        )
+    assert str(refused.value).endswith(
+        "Fix: set epochs to 3 or more in the hyperparameters to continue it, or start a new job that does not take this "
+        "checkpoint (another job name; no copy_checkpoints_from_job)."
+    )
     finished = qnn.train(qnn.Config(**{**SMALL, "epochs": 3}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
     assert [h["epoch"] for h in finished["history"]] == [1, 2, 3]
 
@@ -518,7 +529,7 @@ def test_resume_names_the_one_setting_that_differs(tmp_path):
         qnn.train(qnn.Config(**{**SMALL, "epochs": 2, "lr": 0.2}), "lightning.qubit", checkpoint_dir=tmp_path, resume=True)
     assert str(refused.value) == (
         f"Checkpoint {str(tmp_path / qnn.CHECKPOINT_FILE)!r} is of another run: its settings differ (lr: 0.03 then, 0.2 "
-        f"now). Fix: resume with the settings, data, --device and --workers it was made with, or pass another "
+        f"now). Fix: resume with the settings, the data, --device and --workers it was made with, or pass another "
         "--results-dir (or --checkpoint-dir) to start a new run beside it."
     )
 

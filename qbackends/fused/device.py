@@ -21,8 +21,9 @@ from ..simbase.device import SimulatorDevice, state_dtype
 from ..simbase.gradients import refuse_trainable_coefficients, trainable_observables
 from ..simbase.measured import sampled_pauli_terms, variances_as_expectations
 from ..simbase.measurements import by_pennylane, probabilities
+from ..simbase.values import NUMBERS
 from . import engine
-from .program import NUMBERS, SUPPORTED, Dense, DiagonalBlock, applied_by_matrix, compile_operations, evolution_terms, z_terms
+from .program import SUPPORTED, Dense, DiagonalBlock, applied_by_matrix, compile_operations, evolution_terms, z_terms
 
 
 def _diagonal_already(m: Any) -> bool:

@@ -342,7 +342,7 @@ def sweep_block(
     """How a sweep applies the block (see SweepBlock), when a cache keeps its values; None without one
     (the table kernels apply it, in a pass of its own), or when it takes angles and ``by_angle`` is False.
     Made once per block and cache (a step asks several times); None is not kept: the cache may keep a diagonal later."""
-    key = (nwires, id(cache), sign, by_angle)
+    key = (nwires, cache, sign, by_angle)  # a cache is keyed by its identity
     if (found := block.plans.get(key)) is None and (found := _sweep_block(block, nwires, cache, sign, by_angle)) is not None:
         block.plans[key] = found
     return found

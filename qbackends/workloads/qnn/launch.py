@@ -171,7 +171,7 @@ def launch(
         why = message or f"killed by signal {failure.signal_name()}" if failure.exitcode < 0 else message or "no error message"
         raise QBackendsError(
             f"QNN training failed: worker rank {rank} exited with code {failure.exitcode} ({why}); the other workers were stopped.",
-            "see the worker's output above; rerun with --resume to continue from the last finished epoch.",
+            f"see the worker's output above; {spell.resume} to continue from the last finished epoch.",
         ) from None
     return results[0]
 
@@ -327,7 +327,7 @@ def _workers(text: str) -> int:
     if not number.is_integer() or number < 1:
         raise WorkloadInputError(
             f"Hyperparameter workers={text!r} is not a whole number of local processes, 1 or more.",
-            'set workers to 1 or more in the hyperparameters (e.g. "workers": "2").',
+            hyperparameter("workers", "1 or more") + ' (e.g. "workers": "2").',
         )
     return int(number)
 

@@ -223,7 +223,7 @@ def train(
                 "train_seconds": epoch_seconds,
             }
         )
-        _check_finite(epoch, config, epoch - 1 if checkpoint is not None else 0, train_loss, test_loss, model, optimizer)
+        _check_finite(epoch, config, epoch - 1 if checkpoint is not None else 0, train_loss, test_loss, model, optimizer, spell)
         if accuracy > best:
             best, since_best = accuracy, 0
         else:
@@ -261,9 +261,10 @@ def train(
 
 
 def _check_finite(
-    epoch: int, config: Config, saved: int, train_loss: float, test_loss: float, model: Any, optimizer: Any
+    epoch: int, config: Config, saved: int, train_loss: float, test_loss: float, model: Any, optimizer: Any, spell: Spell
 ) -> None:
-    """A diverged run stops before anything non-finite is saved; ``saved`` is the last checkpointed epoch (0: none)."""
+    """A diverged run stops before anything non-finite is saved; ``saved`` is the last checkpointed epoch (0: none);
+    ``spell`` words the fix."""
     import torch
 
     moments = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
@@ -278,7 +279,8 @@ def _check_finite(
     kept = f"; the checkpoint of epoch {saved} is kept" if saved else ""
     raise WorkloadInputError(
         f"QNN training diverged in epoch {epoch}: {what}. Nothing of epoch {epoch} was saved{kept}.",
-        f"lower --lr (it is {config.lr:g}; e.g. --lr {config.lr / 10:g}) or --margin (it is {config.margin:g}), and train again.",
+        f"{spell('lr', f'{config.lr / 10:g}')} (it is {config.lr:g}), or {spell('margin', 'a smaller value')} "
+        f"(it is {config.margin:g}), and train again.",
     )
 
 
@@ -383,7 +385,7 @@ def workers_advice(device_name: str, wires: int, local_workers: int, spell: Spel
             f"{local_workers} local workers will not train faster than one on batched.qubit at {wires} wires: one process "
             "already runs the whole minibatch in one call (on every core once the batch holds 2^14 amplitudes), so "
             "more processes on this machine only split it and add an all-reduce per step (1 vs 2 workers on 2 cores: "
-            f"{WORKERS_MEASURED}). {fix[0].upper() + fix[1:]} here; more processes pay where they bring more cores (torchrun "
+            f"{WORKERS_MEASURED}). {fix[0].upper() + fix[1:]}; more processes pay where they bring more cores (torchrun "
             "across machines) or with a per-sample backend such as lightning.qubit."
         )
     return None
