@@ -93,7 +93,7 @@ def saved_run(path: Path, state: Any, spell: Spell) -> dict[str, Any]:
     """``state``'s checks as a checkpoint: its settings and run record are there, of a schema this reads
     (``spell`` words the fix)."""
     if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or not isinstance(state.get("run"), dict):
-        raise unreadable(path, "no configuration or run record")
+        raise unreadable(path, "no configuration or run record", spell)
     schema = state["run"].get("schema", 0)
     if not isinstance(schema, int) or isinstance(schema, bool) or not 0 <= schema <= SCHEMA:
         raise CheckpointError(
@@ -155,10 +155,11 @@ def seal(progress: Any) -> str:
     return digest(_canonical(progress))
 
 
-def check_seal(path: Path, state: Mapping[str, Any], progress: Any) -> None:
-    """Refuse a checkpoint (of a sealed schema) whose progress is not what was saved with it: edited or damaged."""
+def check_seal(path: Path, state: Mapping[str, Any], progress: Any, spell: Spell) -> None:
+    """Refuse a checkpoint (of a sealed schema) whose progress is not what was saved with it: edited or damaged
+    (``spell`` words the fix)."""
     if state["run"].get("schema", 0) >= SEALED and state.get("seal") != seal(progress):
-        raise corrupt(path, "its progress is not what was saved (the file was edited or damaged)")
+        raise corrupt(path, "its progress is not what was saved (the file was edited or damaged)", spell)
 
 
 def _canonical(value: Any) -> bytes:
@@ -176,17 +177,18 @@ def _canonical(value: Any) -> bytes:
     return f"{type(value).__name__}:{value!r}".encode()
 
 
-def unreadable(path: Path, why: object) -> CheckpointError:
-    """A file that is no checkpoint at all; ``why`` in words, or the error that said so."""
+def unreadable(path: Path, why: object, spell: Spell) -> CheckpointError:
+    """A file that is no checkpoint at all; ``why`` in words, or the error that said so; ``spell`` words the fix."""
     text = " ".join(str(why).split())[:300]
     if isinstance(why, BaseException) and (not text or isinstance(why, KeyError)):
         text = f"{type(why).__name__}{': ' + text if text else ''}"
-    return CheckpointError(f"Checkpoint {str(path)!r} is unreadable: {text.rstrip('.')}.", "remove it to start over.")
+    return CheckpointError(f"Checkpoint {str(path)!r} is unreadable: {text.rstrip('.')}.", f"{spell.start_over}.")
 
 
-def corrupt(path: Path, what: str) -> CheckpointError:
-    """A checkpoint of this run with a field that cannot be (a shape, a count, a value not finite)."""
-    return CheckpointError(f"Checkpoint {str(path)!r} is corrupt: {what}.", "remove it to start over.")
+def corrupt(path: Path, what: str, spell: Spell) -> CheckpointError:
+    """A checkpoint of this run with a field that cannot be (a shape, a count, a value not finite); ``spell`` words
+    the fix."""
+    return CheckpointError(f"Checkpoint {str(path)!r} is corrupt: {what}.", f"{spell.start_over}.")
 
 
 def further_along(path: Path, done: int, asked: int, setting: str, spell: Spell) -> CheckpointError:

@@ -16,6 +16,7 @@ class Spell:
         flag: how a setting that is not among ``settings`` is named (``--workers``); None: it is among them.
         new_run: how a new run starts beside a checkpoint of another.
         resume: how a stopped run continues from its checkpoint.
+        start_over: what to do with a checkpoint that cannot be read (or is damaged).
     """
 
     template: str
@@ -24,6 +25,7 @@ class Spell:
     flag: str | None
     new_run: str
     resume: str
+    start_over: str
 
     def __call__(self, name: str, value: str) -> str:
         return self.template.format(name=name, option=name.replace("_", "-"), value=value)
@@ -41,6 +43,7 @@ option = Spell(
     flag="--{option}",
     new_run="pass another --results-dir (or --checkpoint-dir) to start a new run beside it",
     resume="rerun with --resume",
+    start_over="remove it to start over",
 )
 # ``set batch_size to 1 or more in the hyperparameters``
 hyperparameter = Spell(
@@ -50,4 +53,5 @@ hyperparameter = Spell(
     flag=None,
     new_run="start a new job that does not take this checkpoint (another job name; no copy_checkpoints_from_job)",
     resume="run the job again with its checkpoints (the same job name, or copy_checkpoints_from_job)",
+    start_over="start a new job that does not take it (another job name; no copy_checkpoints_from_job)",
 )

@@ -80,12 +80,17 @@ def test_changed_inputs_are_said_in_the_workloads_words():
 
 
 @pytest.mark.parametrize("state", [[], {"config": {}}, {"config": {}, "run": "x"}])
-def test_a_file_without_settings_or_run_record_is_unreadable(state):
+@pytest.mark.parametrize(
+    ("spell", "fix"),
+    [
+        (option, "remove it to start over."),
+        (hyperparameter, "start a new job that does not take it (another job name; no copy_checkpoints_from_job)."),
+    ],
+)
+def test_a_file_without_settings_or_run_record_is_unreadable(state, spell, fix):
     with pytest.raises(CheckpointError) as refused:
-        checkpoint.saved_run(PATH, state, option)
-    assert str(refused.value) == (
-        "Checkpoint 'run/qnn-checkpoint.pt' is unreadable: no configuration or run record. Fix: remove it to start over."
-    )
+        checkpoint.saved_run(PATH, state, spell)
+    assert str(refused.value) == (f"Checkpoint 'run/qnn-checkpoint.pt' is unreadable: no configuration or run record. Fix: {fix}")
 
 
 def test_the_device_a_checkpoint_was_made_on():

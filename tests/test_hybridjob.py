@@ -103,6 +103,12 @@ def test_qaoa_module_runs_as_a_job_and_a_resumed_job_is_told_its_fix_in_hyperpar
         "for. Fix: set iterations to 3 or more in the hyperparameters to continue it, or start a new job that does not "
         "take this checkpoint (another job name; no copy_checkpoints_from_job)."
     )
+    checkpoint.write_text("{")  # damaged
+    out = job(iterations=3)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line = out.stderr.splitlines()[0]
+    assert line.startswith(f"qbackends: error: Checkpoint {str(checkpoint.resolve())!r} is unreadable: ")
+    assert line.endswith("Fix: start a new job that does not take it (another job name; no copy_checkpoints_from_job).")
 
 
 def test_failing_script_exit_code_is_returned(tmp_path):

@@ -53,7 +53,7 @@ def read(path: Path, spell: Spell) -> dict[str, Any]:
     try:
         state = json.loads(path.read_text())
     except (ValueError, OSError) as exc:
-        raise unreadable(path, exc) from exc
+        raise unreadable(path, exc, spell) from exc
     return run_checkpoint.saved_run(path, state, spell)
 
 
@@ -64,12 +64,12 @@ def progress(path: Path, state: dict[str, Any], config: Config, run: RunIdentity
     p = state.get("progress")
     entries = ("iteration", "params", "costs", "seconds", "optimizer")
     if not isinstance(p, dict) or any(k not in p for k in entries):
-        raise unreadable(path, f"its progress holds no {', '.join(entries)}")
+        raise unreadable(path, f"its progress holds no {', '.join(entries)}", spell)
     if not isinstance(p["optimizer"], dict) or set(p["optimizer"]) != {"step", "m", "v"}:
-        raise unreadable(path, "its optimizer state is not the step and the m and v moments")
+        raise unreadable(path, "its optimizer state is not the step and the m and v moments", spell)
     done = Progress(p["iteration"], p["params"], p["costs"], p["seconds"], OptimizerState(**p["optimizer"]))
-    _check(path, done, config)
-    check_seal(path, state, p)
+    _check(path, done, config, spell)
+    check_seal(path, state, p, spell)
     if done.iteration > config.iterations:  # a sound checkpoint, further along than asked
         raise further_along(path, done.iteration, config.iterations, "iterations", spell)
     return Progress(  # JSON's integers as the floats they stand for
@@ -85,37 +85,39 @@ def _floats(values: list[Any]) -> list[float]:
     return [float(v) for v in values]
 
 
-def _check(path: Path, progress: Progress, config: Config) -> None:
-    """Every field of a checkpoint's progress: type, shape, range, finiteness."""
+def _check(path: Path, progress: Progress, config: Config, spell: Spell) -> None:
+    """Every field of a checkpoint's progress: type, shape, range, finiteness (``spell`` words the fix)."""
     n = progress.iteration
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise corrupt(path, f"iteration {n!r} is not a whole number of at least 0")
+        raise corrupt(path, f"iteration {n!r} is not a whole number of at least 0", spell)
     for name in ("costs", "seconds"):
         values = getattr(progress, name)
         if not isinstance(values, list) or len(values) != n:
             raise corrupt(
-                path, f"{name} holds {len(values) if isinstance(values, list) else values!r} entries for {n} iterations"
+                path, f"{name} holds {len(values) if isinstance(values, list) else values!r} entries for {n} iterations", spell
             )
     for name in ("m", "v"):  # lists before they are added: two numbers add up to a number
         if not isinstance(getattr(progress.optimizer, name), list):
-            raise corrupt(path, f"its optimizer's {name} moments are {getattr(progress.optimizer, name)!r:.40}, not a list")
+            raise corrupt(
+                path, f"its optimizer's {name} moments are {getattr(progress.optimizer, name)!r:.40}, not a list", spell
+            )
     try:
         params = np.asarray(progress.params, dtype=float)
         numbers = np.asarray(progress.costs + progress.seconds, dtype=float)
         moments = np.asarray(progress.optimizer.m + progress.optimizer.v, dtype=float)
     except (TypeError, ValueError, OverflowError):
-        raise corrupt(path, "a value is not a number (or is beyond what a float holds)") from None
+        raise corrupt(path, "a value is not a number (or is beyond what a float holds)", spell) from None
     if params.shape != (2, config.layers):
-        raise corrupt(path, f"parameters of shape {params.shape}, not (2, {config.layers})")
+        raise corrupt(path, f"parameters of shape {params.shape}, not (2, {config.layers})", spell)
     step = progress.optimizer.step
     if not isinstance(step, int) or isinstance(step, bool) or step != n:  # one optimizer step per iteration
-        raise corrupt(path, f"its optimizer took {step!r} steps in {n} iterations")
+        raise corrupt(path, f"its optimizer took {step!r} steps in {n} iterations", spell)
     expected = 0 if n == 0 or config.optimizer == "gd" else params.size  # Adam's, one per parameter; none before a step
     for name in ("m", "v"):
         values = getattr(progress.optimizer, name)
         if len(values) != expected:
-            raise corrupt(path, f"its optimizer holds {len(values)} {name} moments, not {expected}")
+            raise corrupt(path, f"its optimizer holds {len(values)} {name} moments, not {expected}", spell)
     if (np.asarray(progress.optimizer.v, dtype=float) < 0).any():  # (a None there is NaN: refused as not finite below)
-        raise corrupt(path, "a second moment of its optimizer is negative")
+        raise corrupt(path, "a second moment of its optimizer is negative", spell)
     if not (np.isfinite(params).all() and np.isfinite(numbers).all() and np.isfinite(moments).all()):
-        raise corrupt(path, "a parameter, cost or optimizer moment is not finite")
+        raise corrupt(path, "a parameter, cost or optimizer moment is not finite", spell)

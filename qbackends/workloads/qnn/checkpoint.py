@@ -85,7 +85,7 @@ def read(path: Path, spell: Spell) -> dict[str, Any]:
     try:
         state = torch.load(path, weights_only=True)  # never unpickles arbitrary objects
     except Exception as exc:
-        raise unreadable(path, exc) from exc
+        raise unreadable(path, exc, spell) from exc
     return run_checkpoint.saved_run(path, state, spell)
 
 
@@ -101,15 +101,15 @@ def check_state(path: Path, state: dict[str, Any], config: Config, spell: Spell)
 
     epoch = state.get("epoch")
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-        raise corrupt(path, f"epoch {epoch!r} is not a whole number of 1 or more")
+        raise corrupt(path, f"epoch {epoch!r} is not a whole number of 1 or more", spell)
     history = state.get("history")
     if not isinstance(history, list) or len(history) != epoch or any(not isinstance(r, list) or len(r) != 6 for r in history):
-        raise corrupt(path, f"its history does not hold {epoch} epochs of 6 numbers")
+        raise corrupt(path, f"its history does not hold {epoch} epochs of 6 numbers", spell)
     weights = state.get("model")
     if not isinstance(weights, dict) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
-        raise corrupt(path, "the model's weights are missing")
+        raise corrupt(path, "the model's weights are missing", spell)
     if not all(bool(torch.isfinite(t).all()) for t in weights.values()):
-        raise corrupt(path, "a model weight is not finite")
-    check_seal(path, state, progress_of(state))
+        raise corrupt(path, "a model weight is not finite", spell)
+    check_seal(path, state, progress_of(state), spell)
     if epoch > config.epochs:  # a sound checkpoint, further along than asked
         raise further_along(path, epoch, config.epochs, "epochs", spell)

@@ -168,7 +168,7 @@ def train(
             start_epoch, history = int(state["epoch"]) + 1, checkpoints.history_from(state)
             best, since_best = float(state["best"]), int(state["since_best"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # shapes, types, missing entries
-            raise corrupt(checkpoint, " ".join(str(exc).split())[:300]) from exc
+            raise corrupt(checkpoint, " ".join(str(exc).split())[:300], spell) from exc
 
     timer = Timer()
     allreduce = _AllReduceTimer()
