@@ -45,13 +45,15 @@ option = Spell(
     resume="rerun with --resume",
     start_over="remove it to start over",
 )
+# a job's checkpoint is its folder's (the same job name) or one copied in (copy_checkpoints_from_job)
+_NEW_JOB = "start a new job that does not take {} (another job name; no copy_checkpoints_from_job)"
 # ``set batch_size to 1 or more in the hyperparameters``
 hyperparameter = Spell(
     "set {name} to {value} in the hyperparameters",
     settings="the hyperparameters",
     device="the job's device",
     flag=None,
-    new_run="start a new job that does not take this checkpoint (another job name; no copy_checkpoints_from_job)",
+    new_run=_NEW_JOB.format("this checkpoint"),
     resume="run the job again with its checkpoints (the same job name, or copy_checkpoints_from_job)",
-    start_over="start a new job that does not take it (another job name; no copy_checkpoints_from_job)",
+    start_over=_NEW_JOB.format("it"),
 )
