@@ -90,8 +90,11 @@ def read_hyperparameters(path: Path) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
 
 
-def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str, str], **overrides: Any) -> Any:
-    """A workload's config dataclass from Braket-style string hyperparameters.
+def config_from_hyperparameters(
+    config_class: Any, hyperparameters: Mapping[str, str], read_apart: tuple[str, ...] = (), **overrides: Any
+) -> Any:
+    """A workload's config dataclass from Braket-style string hyperparameters; ``read_apart``: those the job takes
+    out before (named among the choices when a name is unknown).
 
     Raises:
         WorkloadInputError: for an unknown name (listing the known ones) or a value of the wrong type.
@@ -101,7 +104,8 @@ def config_from_hyperparameters(config_class: Any, hyperparameters: Mapping[str,
     for key, text in hyperparameters.items():
         if key not in fields:
             raise WorkloadInputError(
-                f"Hyperparameter {key!r} is unknown; choices: {', '.join(fields)}.", "remove it from the hyperparameters."
+                f"Hyperparameter {key!r} is unknown; choices: {', '.join([*fields, *read_apart])}.",
+                "remove it from the hyperparameters.",
             )
         kind = _kind(str(fields[key].type))
         try:

@@ -482,6 +482,11 @@ def _job(tmp_path, hyperparameters):
             "Hyperparameter workers='0' is not a whole number of local processes, 1 or more. "
             'Fix: set workers to 1 or more in the hyperparameters (e.g. "workers": "2").',
         ),
+        (  # a misspelt name: the choices hold workers, which the job reads apart from the training's settings
+            {"worker": "2"},
+            "Hyperparameter 'worker' is unknown; choices: nwires, ndata, batch_size, epochs, lr, gamma, margin, seed, "
+            "test_fraction, patience, scale_lr, diff_method, data, workers. Fix: remove it from the hyperparameters.",
+        ),
         (
             {"seed": "-1"},
             "seed=-1 must be a whole number from 0 to 4294967295. Fix: set seed to 1967 in the hyperparameters.",

@@ -294,7 +294,7 @@ def main() -> int:
     hps = dict(env.hyperparameters)
     workers = _workers(hps.pop("workers", "1"))
     data = _channel_file(env.input_dir) if env.input_dir else None
-    config = config_from_hyperparameters(Config, hps, **({"data": str(data)} if data else {}))
+    config = config_from_hyperparameters(Config, hps, read_apart=("workers",), **({"data": str(data)} if data else {}))
     config.validate(hyperparameter)
     results_dir = str(env.results_dir or Path("results/qnn"))
     checkpoint_dir = str(env.checkpoint_dir) if env.checkpoint_dir else None
